@@ -1,0 +1,96 @@
+//! Answering a client's own conditional request from a response Weir holds
+//! (RFC 9110 §13.1.2 and §13.2.2).
+
+use std::time::SystemTime;
+
+use http::{header, HeaderMap, HeaderName, StatusCode};
+
+/// Whether a GET with these request headers is answered 304 by a response with this
+/// status and these headers: `If-None-Match` (weak comparison) when present, else
+/// `If-Modified-Since` against `Last-Modified`.
+pub fn not_modified(status: StatusCode, response: &HeaderMap, request: &HeaderMap) -> bool {
+    if status != StatusCode::OK {
+        return false;
+    }
+    if let Some(inm) = request.get(header::IF_NONE_MATCH) {
+        let Some(etag) = response.get(header::ETAG).and_then(|v| v.to_str().ok()) else {
+            return false;
+        };
+        let Ok(inm) = inm.to_str() else { return false };
+        return inm.trim() == "*" || inm.split(',').any(|c| weak_eq(c.trim(), etag.trim()));
+    }
+    let date = |v: &http::HeaderValue| -> Option<SystemTime> {
+        httpdate::parse_http_date(v.to_str().ok()?).ok()
+    };
+    match (
+        request.get(header::IF_MODIFIED_SINCE).and_then(date),
+        response.get(header::LAST_MODIFIED).and_then(date),
+    ) {
+        (Some(since), Some(modified)) => modified <= since,
+        _ => false,
+    }
+}
+
+/// Weak comparison (RFC 9110 §8.8.3.2): the same opaque tag, `W/` ignored.
+fn weak_eq(a: &str, b: &str) -> bool {
+    a.trim_start_matches("W/") == b.trim_start_matches("W/")
+}
+
+/// Fields a 304 carries from the response it stands for (RFC 9110 §15.4.5).
+const NOT_MODIFIED_FIELDS: [HeaderName; 8] = [
+    header::CACHE_CONTROL,
+    header::CONTENT_LOCATION,
+    header::DATE,
+    header::ETAG,
+    header::EXPIRES,
+    header::VARY,
+    header::LAST_MODIFIED,
+    header::AGE,
+];
+
+/// The headers of a 304 standing for a response with these headers.
+pub fn not_modified_headers(response: &HeaderMap) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    for name in &NOT_MODIFIED_FIELDS {
+        for v in response.get_all(name) {
+            h.append(name.clone(), v.clone());
+        }
+    }
+    if let Some(via) = response.get(header::VIA) {
+        h.insert(header::VIA, via.clone());
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn etags_compare_weakly() {
+        let resp = headers(&[("etag", "\"v1\"")]);
+        assert!(not_modified(StatusCode::OK, &resp, &headers(&[("if-none-match", "W/\"v1\"")])));
+        assert!(not_modified(StatusCode::OK, &resp, &headers(&[("if-none-match", "\"x\", \"v1\"")])));
+        assert!(!not_modified(StatusCode::OK, &resp, &headers(&[("if-none-match", "\"v2\"")])));
+        assert!(!not_modified(StatusCode::NOT_FOUND, &resp, &headers(&[("if-none-match", "\"v1\"")])));
+    }
+
+    #[test]
+    fn if_none_match_takes_precedence_over_dates() {
+        let resp = headers(&[("etag", "\"v1\""), ("last-modified", "Sun, 06 Nov 1994 08:49:37 GMT")]);
+        let req = headers(&[
+            ("if-none-match", "\"v2\""),
+            ("if-modified-since", "Sun, 06 Nov 1994 08:49:37 GMT"),
+        ]);
+        assert!(!not_modified(StatusCode::OK, &resp, &req));
+        let req = headers(&[("if-modified-since", "Sun, 06 Nov 1994 08:49:37 GMT")]);
+        assert!(not_modified(StatusCode::OK, &resp, &req));
+    }
+}

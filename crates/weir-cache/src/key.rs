@@ -1,0 +1,108 @@
+//! Cache keys: one per URL, and one per Vary variant of a URL.
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::HeaderMap;
+
+/// The identity of a cached object: `scheme://authority/path?query` with the host
+/// lowercased, plus, for a Vary variant, the values of the request headers it varies on.
+///
+/// Cloning is a reference-count increment.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct CacheKey(Arc<str>);
+
+impl CacheKey {
+    /// The key of a URL. GET and HEAD share it (a HEAD is answered from a stored GET).
+    pub fn for_url(scheme: &str, authority: &str, path_and_query: &str) -> CacheKey {
+        let mut s = String::with_capacity(scheme.len() + 3 + authority.len() + path_and_query.len());
+        s.push_str(scheme);
+        s.push_str("://");
+        for c in authority.chars() {
+            s.push(c.to_ascii_lowercase());
+        }
+        s.push_str(if path_and_query.is_empty() { "/" } else { path_and_query });
+        CacheKey(s.into())
+    }
+
+    /// The key of one variant of this URL: the request's values of the `vary` headers.
+    pub fn variant(&self, vary: &[http::HeaderName], request: &HeaderMap) -> CacheKey {
+        let mut s = String::with_capacity(self.0.len() + 16 * vary.len());
+        s.push_str(&self.0);
+        for name in vary {
+            // NUL cannot occur in a URL or a header value, so keys cannot collide.
+            s.push('\0');
+            let mut first = true;
+            for v in request.get_all(name) {
+                if !first {
+                    s.push(',');
+                }
+                first = false;
+                s.push_str(&normalize_vary_value(v.as_bytes()));
+            }
+        }
+        CacheKey(s.into())
+    }
+
+    /// The URL part of the key (without variant values).
+    pub fn url(&self) -> &str {
+        self.0.split('\0').next().unwrap_or("")
+    }
+
+    /// Bytes used by the key, for memory accounting.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the key is empty (never, for keys built by this type).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Values that differ only in white space around commas select the same variant.
+fn normalize_vary_value(v: &[u8]) -> String {
+    let s = String::from_utf8_lossy(v);
+    s.split(',').map(str::trim).collect::<Vec<_>>().join(",")
+}
+
+impl fmt::Debug for CacheKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CacheKey({:?})", self.0.replace('\0', " | "))
+    }
+}
+
+impl fmt::Display for CacheKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.url())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_is_case_insensitive_and_path_is_not() {
+        let a = CacheKey::for_url("http", "Example.COM:80", "/A?b=1");
+        let b = CacheKey::for_url("http", "example.com:80", "/A?b=1");
+        let c = CacheKey::for_url("http", "example.com:80", "/a?b=1");
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(a.url(), "http://example.com:80/A?b=1");
+    }
+
+    #[test]
+    fn variants_differ_by_header_values() {
+        let base = CacheKey::for_url("http", "h", "/");
+        let vary = [http::header::ACCEPT_ENCODING];
+        let mut r1 = HeaderMap::new();
+        r1.insert("accept-encoding", "gzip, br".parse().unwrap());
+        let mut r2 = HeaderMap::new();
+        r2.insert("accept-encoding", "gzip,br".parse().unwrap());
+        let r3 = HeaderMap::new();
+        assert_eq!(base.variant(&vary, &r1), base.variant(&vary, &r2));
+        assert_ne!(base.variant(&vary, &r1), base.variant(&vary, &r3));
+        assert_eq!(base.variant(&vary, &r1).url(), base.url());
+    }
+}

@@ -1,0 +1,23 @@
+//! Weir's HTTP cache: what may be stored and for how long (RFC 9111, through
+//! `http-cache-semantics`), cache keys and Vary variants, the storage tiers behind a
+//! small trait, and request coalescing.
+//!
+//! The cache knows nothing about sockets or origins: the engine asks it
+//! [`Cache::lookup`], fetches on a miss through a [`Flight`] so that concurrent misses
+//! share one origin fetch, and hands complete responses to [`Cache::store`].
+#![deny(missing_docs)]
+
+mod cache;
+mod coalesce;
+pub mod conditional;
+mod key;
+mod object;
+mod policy;
+mod storage;
+
+pub use cache::{Cache, CacheSettings, Lookup};
+pub use coalesce::{Coalescer, Flight, FlightReader, Join};
+pub use key::CacheKey;
+pub use object::CachedObject;
+pub use policy::{Freshness, StoragePolicy};
+pub use storage::{MemoryStorage, Storage, StoredItem};

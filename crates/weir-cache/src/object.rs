@@ -1,0 +1,127 @@
+//! A stored response: status, headers, body and the policy that says how long it lives.
+
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::{header, request, response, HeaderMap, HeaderName, StatusCode};
+
+use crate::policy::{self, Freshness, StoragePolicy};
+
+/// Fixed bookkeeping cost of one object in the memory tier (maps, policy, Arcs), so
+/// that many tiny objects cannot exceed the configured size.
+const OVERHEAD: usize = 512;
+
+/// A complete response held by the cache. Immutable: a validation makes a new one.
+#[derive(Debug)]
+pub struct CachedObject {
+    /// The stored status.
+    pub status: StatusCode,
+    /// The stored response headers (hop-by-hop headers already removed).
+    pub headers: HeaderMap,
+    /// The whole body.
+    pub body: Bytes,
+    /// How long it may be reused.
+    pub policy: StoragePolicy,
+    /// The request headers it varies on (from `Vary`), lowercase.
+    pub vary: Vec<HeaderName>,
+    weight: u32,
+}
+
+impl CachedObject {
+    /// A stored response. `headers` must already be free of hop-by-hop fields.
+    pub fn new(status: StatusCode, headers: HeaderMap, body: Bytes, policy: StoragePolicy) -> Self {
+        let vary = vary_names(&headers);
+        let header_bytes: usize = headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 32)
+            .sum();
+        let weight = (body.len() + 2 * header_bytes + OVERHEAD).min(u32::MAX as usize) as u32;
+        CachedObject {
+            status,
+            headers,
+            body,
+            policy,
+            vary,
+            weight,
+        }
+    }
+
+    /// Bytes this object is charged in the memory tier (body, headers twice because the
+    /// policy keeps a copy, and fixed overhead).
+    pub fn weight(&self) -> u32 {
+        self.weight
+    }
+
+    /// Whether `Vary: *` makes it unusable for any other request.
+    pub fn varies_on_everything(&self) -> bool {
+        self.vary.iter().any(|n| n.as_str() == "*")
+    }
+
+    /// May it answer this request now without contacting the origin?
+    pub fn freshness(&self, request: &request::Parts, now: SystemTime) -> Freshness {
+        self.policy.freshness(request, now)
+    }
+
+    /// The headers to send with it now: the stored ones plus a current `Age`.
+    pub fn response_headers(&self, now: SystemTime) -> HeaderMap {
+        let mut h = self.headers.clone();
+        h.insert(header::AGE, policy::age_value(self.policy.age(now)));
+        h
+    }
+
+    /// Adds `If-None-Match` / `If-Modified-Since` for validating this object.
+    pub fn add_validators(&self, request: &mut HeaderMap) {
+        policy::add_validators(&self.headers, request);
+    }
+
+    /// Whether it carries a validator (ETag or Last-Modified).
+    pub fn has_validator(&self) -> bool {
+        self.headers.contains_key(header::ETAG) || self.headers.contains_key(header::LAST_MODIFIED)
+    }
+
+    /// The object after the origin answered a validation with 304, or `None` when the
+    /// 304 does not apply to it (different validator).
+    pub fn refreshed(
+        &self,
+        request: &request::Parts,
+        not_modified: &response::Parts,
+        now: SystemTime,
+    ) -> Option<CachedObject> {
+        let headers = policy::merge_not_modified(&self.headers, &not_modified.headers);
+        let policy = self.policy.revalidated(request, not_modified, &headers, now)?;
+        Some(CachedObject::new(self.status, headers, self.body.clone(), policy))
+    }
+
+    /// Would the client's own conditional request be answered 304 by this object?
+    pub fn satisfies_conditional(&self, request: &HeaderMap) -> bool {
+        crate::conditional::not_modified(self.status, &self.headers, request)
+    }
+}
+
+fn vary_names(headers: &HeaderMap) -> Vec<HeaderName> {
+    let mut names = Vec::new();
+    for v in headers.get_all(header::VARY) {
+        let Ok(s) = v.to_str() else { continue };
+        for n in s.split(',') {
+            let n = n.trim();
+            if n.is_empty() {
+                continue;
+            }
+            if let Ok(name) = HeaderName::from_bytes(n.to_ascii_lowercase().as_bytes()) {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    names
+}
+
+impl CachedObject {
+    /// The headers of a 304 answer to a client's conditional request.
+    pub fn not_modified_headers(&self, now: SystemTime) -> HeaderMap {
+        let mut h = crate::conditional::not_modified_headers(&self.headers);
+        h.insert(header::AGE, policy::age_value(self.policy.age(now)));
+        h
+    }
+}

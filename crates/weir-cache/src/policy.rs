@@ -1,0 +1,173 @@
+//! RFC 9111 decisions, through `http-cache-semantics`, wrapped so the rest of Weir
+//! does not depend on its API (which changes between major versions).
+//!
+//! The crate decides storability and freshness. Weir builds the headers it sends
+//! itself: the crate's `cached_response` keeps one value per header name (losing
+//! repeated `Set-Cookie` or `Vary` lines) and rewrites `Date`, which a cache must not.
+
+use std::time::{Duration, SystemTime};
+
+use http::{request, response, HeaderMap, HeaderValue};
+use http_cache_semantics::{AfterResponse, BeforeRequest, CacheOptions, CachePolicy};
+
+/// Whether a stored response may be reused for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// Reuse it as is.
+    Fresh,
+    /// Validate it with the origin first (or serve it stale where allowed).
+    Stale,
+}
+
+/// The storage and freshness policy of one stored response.
+#[derive(Debug, Clone)]
+pub struct StoragePolicy {
+    inner: CachePolicy,
+    /// Fresh until this instant, for requests without their own cache directives.
+    fresh_until: SystemTime,
+    has_validator: bool,
+}
+
+impl StoragePolicy {
+    /// The policy of a response to a request, received at `response_time`.
+    /// `heuristic_fraction` is the share of the time since Last-Modified that a response
+    /// without explicit freshness is considered fresh for.
+    pub fn new(
+        request: &request::Parts,
+        response: &response::Parts,
+        response_time: SystemTime,
+        heuristic_fraction: f32,
+    ) -> StoragePolicy {
+        let opts = CacheOptions {
+            shared: true,
+            cache_heuristic: heuristic_fraction,
+            ..CacheOptions::default()
+        };
+        let inner = CachePolicy::new_options(request, response, response_time, opts);
+        Self::from_inner(inner, &response.headers, response_time)
+    }
+
+    fn from_inner(inner: CachePolicy, headers: &HeaderMap, now: SystemTime) -> StoragePolicy {
+        let fresh_until = now + inner.time_to_live(now);
+        let has_validator =
+            headers.contains_key(http::header::ETAG) || headers.contains_key(http::header::LAST_MODIFIED);
+        StoragePolicy {
+            inner,
+            fresh_until,
+            has_validator,
+        }
+    }
+
+    /// May this response be stored by a shared cache?
+    pub fn is_storable(&self) -> bool {
+        self.inner.is_storable()
+    }
+
+    /// Is it worth storing: storable, and either fresh for a while or revalidatable?
+    pub fn is_worth_storing(&self, now: SystemTime) -> bool {
+        self.is_storable() && (self.fresh_until > now || self.has_validator)
+    }
+
+    /// May the stored response answer `request` at `now` without contacting the origin?
+    pub fn freshness(&self, request: &request::Parts, now: SystemTime) -> Freshness {
+        let h = &request.headers;
+        if !h.contains_key(http::header::CACHE_CONTROL) && !h.contains_key(http::header::PRAGMA) {
+            // The common case: no request directives, so only the response's lifetime counts.
+            return if now < self.fresh_until {
+                Freshness::Fresh
+            } else {
+                Freshness::Stale
+            };
+        }
+        match self.inner.before_request(&FreshnessProbe(request), now) {
+            BeforeRequest::Fresh(_) => Freshness::Fresh,
+            BeforeRequest::Stale { .. } => Freshness::Stale,
+        }
+    }
+
+    /// The value of the `Age` header to send now.
+    pub fn age(&self, now: SystemTime) -> Duration {
+        self.inner.age(now)
+    }
+
+    /// How much longer the response is fresh.
+    pub fn time_to_live(&self, now: SystemTime) -> Duration {
+        self.fresh_until.duration_since(now).unwrap_or_default()
+    }
+
+    /// After a validation: if the origin's 304 applies to this stored response, the
+    /// updated policy (the caller merges the 304's headers into the stored ones).
+    pub fn revalidated(
+        &self,
+        request: &request::Parts,
+        not_modified: &response::Parts,
+        stored_headers: &HeaderMap,
+        now: SystemTime,
+    ) -> Option<StoragePolicy> {
+        match self.inner.after_response(request, not_modified, now) {
+            AfterResponse::NotModified(policy, _) => {
+                Some(Self::from_inner(policy, stored_headers, now))
+            }
+            AfterResponse::Modified(..) => None,
+        }
+    }
+}
+
+/// The crate compares the request's URI and Host with the stored request's, which the
+/// cache key already guarantees; this view presents only what freshness depends on.
+struct FreshnessProbe<'a>(&'a request::Parts);
+
+impl http_cache_semantics::RequestLike for FreshnessProbe<'_> {
+    fn uri(&self) -> http::Uri {
+        self.0.uri.clone()
+    }
+    fn is_same_uri(&self, _other: &http::Uri) -> bool {
+        true
+    }
+    fn method(&self) -> &http::Method {
+        &http::Method::GET
+    }
+    fn headers(&self) -> &HeaderMap {
+        &self.0.headers
+    }
+}
+
+/// Headers a 304 must not overwrite in the stored response (RFC 9111 §3.2 lets a cache
+/// keep its own framing; the body did not change).
+const KEEP_ON_UPDATE: [&str; 5] = [
+    "content-length",
+    "content-encoding",
+    "transfer-encoding",
+    "content-range",
+    "etag",
+];
+
+/// Replaces the stored headers with those a 304 carries (RFC 9111 §4.3.4).
+pub(crate) fn merge_not_modified(stored: &HeaderMap, not_modified: &HeaderMap) -> HeaderMap {
+    let mut merged = stored.clone();
+    for name in not_modified.keys() {
+        if KEEP_ON_UPDATE.contains(&name.as_str()) {
+            continue;
+        }
+        merged.remove(name);
+        for v in not_modified.get_all(name) {
+            merged.append(name.clone(), v.clone());
+        }
+    }
+    merged
+}
+
+/// Adds revalidation headers for a stored response to an outgoing request.
+pub(crate) fn add_validators(stored: &HeaderMap, request: &mut HeaderMap) {
+    if let Some(etag) = stored.get(http::header::ETAG) {
+        request.insert(http::header::IF_NONE_MATCH, etag.clone());
+    }
+    if let Some(lm) = stored.get(http::header::LAST_MODIFIED) {
+        request.insert(http::header::IF_MODIFIED_SINCE, lm.clone());
+    }
+}
+
+/// Formats seconds for an `Age` header.
+pub(crate) fn age_value(age: Duration) -> HeaderValue {
+    HeaderValue::from(age.as_secs())
+}

@@ -1,0 +1,169 @@
+//! The admin listener: `/metrics` for Prometheus and `/healthz` for liveness probes.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+use crate::metrics::{Metrics, OPENMETRICS_CONTENT_TYPE};
+
+/// A scraper that has not sent its request head by then is not coming back.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause after a failed accept: errors such as EMFILE persist, and retrying at once
+/// would spin a core.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(10);
+
+/// Serves the admin listener until the task is aborted.
+pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+    // Connections live in the set so that aborting this task ends them too.
+    let mut connections = JoinSet::new();
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "admin listener: accept failed");
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                    continue;
+                }
+            },
+            Some(_) = connections.join_next() => continue,
+        };
+        let metrics = metrics.clone();
+        connections.spawn(async move {
+            let service = service_fn(move |req| {
+                let response = respond(&req, &metrics);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let result = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "admin connection ended with an error");
+            }
+        });
+    }
+}
+
+fn respond(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
+    // HEAD is accepted as well so that `curl -I` works; hyper leaves the body out.
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+        response
+            .headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
+        return response;
+    }
+    match req.uri().path() {
+        "/metrics" => reply(
+            StatusCode::OK,
+            OPENMETRICS_CONTENT_TYPE,
+            Bytes::from(metrics.encode()),
+        ),
+        "/" | "/healthz" => text(StatusCode::OK, "ok\n"),
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "not found; try /metrics or /healthz\n",
+        ),
+    }
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    reply(
+        status,
+        "text/plain; charset=utf-8",
+        Bytes::from_static(body.as_bytes()),
+    )
+}
+
+fn reply(status: StatusCode, content_type: &'static str, body: Bytes) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static(content_type),
+    );
+    // Scrapes and probes must always see the live values.
+    headers.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn get(addr: std::net::SocketAddr, request: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        response
+    }
+
+    #[tokio::test]
+    async fn routes() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let metrics = Arc::new(Metrics::new());
+        metrics.error(crate::metrics::ErrorKind::BadRequest);
+        let task = tokio::spawn(serve(listener, metrics));
+
+        let r = get(
+            addr,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(r.starts_with("HTTP/1.1 200 OK\r\n"), "{r}");
+        assert!(r.contains("application/openmetrics-text"), "{r}");
+        assert!(
+            r.contains("weir_errors_total{kind=\"bad_request\"} 1"),
+            "{r}"
+        );
+
+        let r = get(
+            addr,
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(
+            r.starts_with("HTTP/1.1 200 OK\r\n") && r.ends_with("\r\n\r\nok\n"),
+            "{r}"
+        );
+
+        let r = get(
+            addr,
+            "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(r.starts_with("HTTP/1.1 404 "), "{r}");
+
+        let r = get(
+            addr,
+            "POST /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+        )
+        .await;
+        assert!(
+            r.starts_with("HTTP/1.1 405 ") && r.contains("allow: GET, HEAD"),
+            "{r}"
+        );
+
+        task.abort();
+    }
+}

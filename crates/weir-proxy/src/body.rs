@@ -1,0 +1,200 @@
+//! Body types: what Weir sends to clients and to origins.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures_util::Stream;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+
+use crate::service::TxnRecord;
+
+/// Errors inside a body stream.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A streamed body, boxed once per response (not per chunk).
+pub(crate) type ChunkStream = Pin<Box<dyn Stream<Item = Result<Bytes, BoxError>> + Send>>;
+
+/// The body of a response sent to a client. When the transaction record is attached,
+/// it is completed (logged, counted) when the body ends or the client goes away.
+pub struct ProxyBody {
+    kind: Kind,
+    record: Option<Box<TxnRecord>>,
+    sent: u64,
+}
+
+enum Kind {
+    Empty,
+    Full(Option<Bytes>),
+    Stream(ChunkStream),
+    Upstream(crate::upstream::UpstreamBody),
+}
+
+impl ProxyBody {
+    pub(crate) fn empty() -> Self {
+        Self::from_kind(Kind::Empty)
+    }
+
+    pub(crate) fn full(b: Bytes) -> Self {
+        Self::from_kind(Kind::Full(Some(b)))
+    }
+
+    pub(crate) fn stream(s: ChunkStream) -> Self {
+        Self::from_kind(Kind::Stream(s))
+    }
+
+    pub(crate) fn upstream(b: crate::upstream::UpstreamBody) -> Self {
+        Self::from_kind(Kind::Upstream(b))
+    }
+
+    fn from_kind(kind: Kind) -> Self {
+        ProxyBody {
+            kind,
+            record: None,
+            sent: 0,
+        }
+    }
+
+    pub(crate) fn attach(&mut self, record: Box<TxnRecord>) {
+        self.record = Some(record);
+        if matches!(self.kind, Kind::Empty) {
+            // Nothing will be polled for an empty body; complete on drop as a success.
+            if let Some(r) = self.record.as_mut() {
+                r.completed = true;
+            }
+        }
+    }
+
+    fn finish(&mut self, completed: bool) {
+        if let Some(mut r) = self.record.take() {
+            r.completed |= completed;
+            r.finish(self.sent);
+        }
+    }
+}
+
+impl Drop for ProxyBody {
+    fn drop(&mut self) {
+        self.finish(false);
+    }
+}
+
+impl Body for ProxyBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        let polled: Poll<Option<Result<Bytes, BoxError>>> = match &mut this.kind {
+            Kind::Empty => Poll::Ready(None),
+            Kind::Full(b) => Poll::Ready(b.take().map(Ok)),
+            Kind::Stream(s) => s.as_mut().poll_next(cx),
+            Kind::Upstream(b) => b.poll_data(cx),
+        };
+        match polled {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Ok(data))) => {
+                this.sent += data.len() as u64;
+                Poll::Ready(Some(Ok(Frame::data(data))))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                if let Some(r) = this.record.as_mut() {
+                    r.body_failed = true;
+                }
+                this.finish(false);
+                Poll::Ready(Some(Err(e)))
+            }
+            Poll::Ready(None) => {
+                this.finish(true);
+                Poll::Ready(None)
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Empty => true,
+            Kind::Full(b) => b.is_none(),
+            Kind::Stream(_) => false,
+            Kind::Upstream(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Empty => SizeHint::with_exact(0),
+            Kind::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            Kind::Full(None) => SizeHint::with_exact(0),
+            Kind::Stream(_) => SizeHint::default(),
+            Kind::Upstream(b) => b.size_hint(),
+        }
+    }
+}
+
+/// The body of a request sent to an origin: nothing, or the client's body, checked
+/// against the configured limit as it streams.
+pub(crate) enum RequestBody {
+    Empty,
+    Client { inner: Incoming, remaining: u64 },
+}
+
+/// The client's body went over `[limits] max_request_body`.
+#[derive(Debug)]
+pub(crate) struct BodyTooLarge;
+
+impl std::fmt::Display for BodyTooLarge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("request body over the configured limit")
+    }
+}
+
+impl std::error::Error for BodyTooLarge {}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match &mut *self {
+            RequestBody::Empty => Poll::Ready(None),
+            RequestBody::Client { inner, remaining } => {
+                match Pin::new(inner).poll_frame(cx) {
+                    Poll::Ready(Some(Ok(frame))) => {
+                        if let Some(data) = frame.data_ref() {
+                            let n = data.len() as u64;
+                            if n > *remaining {
+                                return Poll::Ready(Some(Err(Box::new(BodyTooLarge))));
+                            }
+                            *remaining -= n;
+                        }
+                        Poll::Ready(Some(Ok(frame)))
+                    }
+                    Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(e)))),
+                    Poll::Ready(None) => Poll::Ready(None),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            RequestBody::Empty => true,
+            RequestBody::Client { inner, .. } => inner.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            RequestBody::Empty => SizeHint::with_exact(0),
+            RequestBody::Client { inner, .. } => inner.size_hint(),
+        }
+    }
+}

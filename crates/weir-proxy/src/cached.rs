@@ -1,0 +1,471 @@
+//! The cache path of a transaction: lookup, coalesced fetch or validation, store.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{request, Method, Response, StatusCode};
+use weir_cache::{CacheKey, CachedObject, FlightReader, Join, Lookup, StoragePolicy};
+
+use crate::body::{ProxyBody, RequestBody};
+use crate::error::ProxyError;
+use crate::headers;
+use crate::metrics::{CacheOutcome, ErrorKind};
+use crate::service::{forward, upstream_error, upstream_request, Engine, Served, Target};
+use crate::upstream::OriginAddr;
+
+/// What a flight's readers learn when the origin's response head arrives.
+pub(crate) type FlightHead = Arc<FlightOutcome>;
+
+pub(crate) enum FlightOutcome {
+    Response(FetchedHead),
+    Failed(ProxyErrorParts),
+}
+
+pub(crate) struct ProxyErrorParts {
+    status: StatusCode,
+    kind: Option<ErrorKind>,
+    reason: String,
+}
+
+pub(crate) struct FetchedHead {
+    status: StatusCode,
+    headers: HeaderMap,
+    /// May other clients be served from this fetch (it is being stored)?
+    shareable: bool,
+    outcome: CacheOutcome,
+    cache_status: HeaderValue,
+    /// The request headers the response varies on, and the leader's variant key.
+    vary: Option<(Vec<http::HeaderName>, CacheKey)>,
+}
+
+/// GET and HEAD requests that may be answered from the cache.
+pub(crate) fn is_cache_candidate(parts: &request::Parts) -> bool {
+    (parts.method == Method::GET || parts.method == Method::HEAD)
+        && !parts.headers.contains_key(header::RANGE)
+        && !request_directive(&parts.headers, "no-store")
+}
+
+fn request_directive(headers: &HeaderMap, name: &str) -> bool {
+    headers
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|s| s.split(','))
+        .any(|d| d.trim().split('=').next().is_some_and(|n| n.trim().eq_ignore_ascii_case(name)))
+}
+
+fn cache_key(target: &Target) -> CacheKey {
+    CacheKey::for_url(
+        "http",
+        target.host.to_str().unwrap_or(""),
+        &target.path_and_query,
+    )
+}
+
+/// Serves a GET or HEAD through the cache.
+pub(crate) async fn serve(engine: &Arc<Engine>, parts: request::Parts, target: Target) -> Result<Served, ProxyError> {
+    let key = cache_key(&target);
+    let now = SystemTime::now();
+    let only_if_cached = request_directive(&parts.headers, "only-if-cached");
+    let stale = match engine.cache.lookup(&key, &parts, now) {
+        Lookup::Fresh(object) => return Ok(serve_object(&object, &parts, now, CacheOutcome::Hit, HIT)),
+        Lookup::Stale(object) => Some(object),
+        Lookup::Miss => None,
+    };
+    if only_if_cached {
+        return Err(ProxyError {
+            status: StatusCode::GATEWAY_TIMEOUT,
+            kind: None,
+            reason: "not in the cache, and the request says only-if-cached".into(),
+            close: false,
+        });
+    }
+    if parts.method == Method::HEAD {
+        // HEAD responses are not stored; forward it as it is.
+        let req = upstream_request(&parts, &target, RequestBody::Empty, false);
+        let response = forward(engine, &target.origin, req).await?;
+        return Ok(Served {
+            response,
+            outcome: CacheOutcome::Miss,
+            cache_status: HeaderValue::from_static("weir; fwd=miss"),
+            upstream: Some(target.origin),
+        });
+    }
+    let recheck = || match engine.cache.lookup(&key, &parts, SystemTime::now()) {
+        Lookup::Fresh(o) => Some(o),
+        _ => None,
+    };
+    match engine.flights.join(&key, recheck) {
+        Err(object) => Ok(serve_object(&object, &parts, now, CacheOutcome::Hit, HIT)),
+        Ok(Join::Leader(flight, reader)) => {
+            let mut req = upstream_request(&parts, &target, RequestBody::Empty, true);
+            if let Some(object) = &stale {
+                object.add_validators(req.headers_mut());
+            }
+            let fetch = Fetch {
+                engine: engine.clone(),
+                key,
+                flight,
+                request: strip_body(&parts),
+                origin: target.origin.clone(),
+                stale,
+            };
+            tokio::spawn(fetch.run(req));
+            serve_flight(reader, &parts, &target.origin, false).await
+        }
+        Ok(Join::Follower(mut reader)) => {
+            let usable = match reader.head().await.as_deref() {
+                Some(FlightOutcome::Response(h)) => {
+                    h.shareable
+                        && h.vary.as_ref().is_none_or(|(names, leader)| key.variant(names, &parts.headers) == *leader)
+                }
+                _ => true,
+            };
+            if usable {
+                serve_flight(reader, &parts, &target.origin, true).await
+            } else {
+                drop(reader);
+                let req = upstream_request(&parts, &target, RequestBody::Empty, false);
+                let response = forward(engine, &target.origin, req).await?;
+                Ok(Served {
+                    response,
+                    outcome: CacheOutcome::Miss,
+                    cache_status: HeaderValue::from_static("weir; fwd=vary-miss"),
+                    upstream: Some(target.origin),
+                })
+            }
+        }
+    }
+}
+
+const HIT: HeaderValue = HeaderValue::from_static("weir; hit");
+
+fn strip_body(parts: &request::Parts) -> request::Parts {
+    let mut r = http::Request::new(());
+    *r.method_mut() = parts.method.clone();
+    *r.uri_mut() = parts.uri.clone();
+    *r.version_mut() = parts.version;
+    *r.headers_mut() = parts.headers.clone();
+    r.into_parts().0
+}
+
+/// Answers from a stored object: 304 to a matching conditional request, else the
+/// object (headers only for HEAD).
+fn serve_object(
+    object: &CachedObject,
+    parts: &request::Parts,
+    now: SystemTime,
+    outcome: CacheOutcome,
+    cache_status: HeaderValue,
+) -> Served {
+    let response = if object.satisfies_conditional(&parts.headers) {
+        let mut r = Response::new(ProxyBody::empty());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        *r.headers_mut() = object.not_modified_headers(now);
+        r
+    } else {
+        let body = if parts.method == Method::HEAD {
+            ProxyBody::empty()
+        } else {
+            ProxyBody::full(object.body.clone())
+        };
+        let mut r = Response::new(body);
+        *r.status_mut() = object.status;
+        *r.headers_mut() = object.response_headers(now);
+        r
+    };
+    Served {
+        response,
+        outcome,
+        cache_status,
+        upstream: None,
+    }
+}
+
+/// Answers a client from a flight: its head, then its body as it arrives.
+async fn serve_flight(
+    mut reader: FlightReader<FlightHead>,
+    parts: &request::Parts,
+    origin: &OriginAddr,
+    follower: bool,
+) -> Result<Served, ProxyError> {
+    let head = match reader.head().await {
+        Some(h) => h,
+        None => return Err(ProxyError::bad_gateway("the origin fetch failed")),
+    };
+    let h = match &*head {
+        FlightOutcome::Failed(e) => {
+            return Err(ProxyError {
+                status: e.status,
+                kind: e.kind,
+                reason: e.reason.clone(),
+                close: false,
+            })
+        }
+        FlightOutcome::Response(h) => h,
+    };
+    let (outcome, cache_status) = if follower {
+        (CacheOutcome::Collapsed, HeaderValue::from_static("weir; fwd=miss; collapsed"))
+    } else {
+        (h.outcome, h.cache_status.clone())
+    };
+    let served = |response| Served {
+        response,
+        outcome,
+        cache_status,
+        upstream: (!follower).then(|| origin.clone()),
+    };
+    if h.status == StatusCode::OK && h.shareable && client_conditional_matches(&h.headers, &parts.headers) {
+        let mut r = Response::new(ProxyBody::empty());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        *r.headers_mut() = not_modified_from(&h.headers);
+        return Ok(served(r));
+    }
+    let stream = futures_util::stream::unfold(reader, |mut r| async move {
+        match r.next_chunk().await {
+            None => None,
+            Some(Ok(b)) => Some((Ok(b), r)),
+            Some(Err(())) => Some((Err("the origin's response was cut short".into()), r)),
+        }
+    });
+    let mut r = Response::new(ProxyBody::stream(Box::pin(stream)));
+    *r.status_mut() = h.status;
+    *r.headers_mut() = h.headers.clone();
+    Ok(served(r))
+}
+
+fn client_conditional_matches(response: &HeaderMap, request: &HeaderMap) -> bool {
+    weir_cache::conditional::not_modified(StatusCode::OK, response, request)
+}
+
+fn not_modified_from(response: &HeaderMap) -> HeaderMap {
+    weir_cache::conditional::not_modified_headers(response)
+}
+
+/// One origin fetch feeding a flight.
+struct Fetch {
+    engine: Arc<Engine>,
+    key: CacheKey,
+    flight: Arc<weir_cache::Flight<FlightHead>>,
+    /// The leader's request, for the storage policy and the variant key.
+    request: request::Parts,
+    origin: OriginAddr,
+    stale: Option<Arc<CachedObject>>,
+}
+
+impl Fetch {
+    async fn run(self, req: http::Request<RequestBody>) {
+        let engine = &self.engine;
+        let sent = tokio::select! {
+            r = engine.upstream.send(&self.origin, req) => r,
+            _ = self.flight.abandoned() => return self.end(false),
+        };
+        let response = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                let e = upstream_error(&self.origin, e, engine.limits.max_request_body.0);
+                if let Some(kind) = e.kind {
+                    engine.metrics.error(kind);
+                }
+                self.flight.set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
+                    status: e.status,
+                    kind: None,
+                    reason: e.reason,
+                })));
+                return self.end(false);
+            }
+        };
+        let now = SystemTime::now();
+        let (mut parts, mut body) = response.into_parts();
+        if parts.status == StatusCode::NOT_MODIFIED {
+            if let Some(stale) = &self.stale {
+                if let Some(refreshed) = stale.refreshed(&self.request, &parts, now) {
+                    return self.refreshed(refreshed, now).await;
+                }
+            }
+        }
+        headers::remove_hop_by_hop(&mut parts.headers);
+        headers::append_via(&mut parts.headers, parts.version);
+        let max_object = engine.cache.settings().max_object_bytes;
+        let policy = StoragePolicy::new(&self.request, &parts, now, engine.cache.settings().heuristic_fraction);
+        let declared_too_big = headers::content_length(&parts.headers).is_some_and(|n| n > max_object);
+        let mut storing = policy.is_worth_storing(now)
+            && !declared_too_big
+            && parts.status != StatusCode::PARTIAL_CONTENT
+            && !parts.headers.get_all(header::VARY).iter().any(|v| v.as_bytes().contains(&b'*'));
+        let outcome = if self.stale.is_some() {
+            CacheOutcome::RefreshModified
+        } else {
+            CacheOutcome::Miss
+        };
+        let cache_status = match (self.stale.is_some(), storing) {
+            (false, true) => HeaderValue::from_static("weir; fwd=miss; stored"),
+            (false, false) => HeaderValue::from_static("weir; fwd=miss"),
+            (true, _) => HeaderValue::from_str(&format!(
+                "weir; fwd=stale; fwd-status={}{}",
+                parts.status.as_u16(),
+                if storing { "; stored" } else { "" }
+            ))
+            .unwrap_or(HeaderValue::from_static("weir; fwd=stale")),
+        };
+        if !storing {
+            self.stop_sharing();
+        }
+        let vary = parts.headers.contains_key(header::VARY).then(|| {
+            let names = vary_names(&parts.headers);
+            let leader = self.key.variant(&names, &self.request.headers);
+            (names, leader)
+        });
+        self.flight.set_head(Arc::new(FlightOutcome::Response(FetchedHead {
+            status: parts.status,
+            headers: parts.headers.clone(),
+            shareable: storing,
+            outcome,
+            cache_status,
+            vary,
+        })));
+        let mut received: u64 = 0;
+        loop {
+            let chunk = tokio::select! {
+                c = body.next_chunk() => c,
+                _ = self.flight.abandoned() => return self.end(false),
+            };
+            match chunk {
+                None => break,
+                Some(Ok(data)) => {
+                    received += data.len() as u64;
+                    if storing && received > max_object {
+                        storing = false;
+                        self.stop_sharing();
+                    }
+                    self.flight.push(data).await;
+                }
+                Some(Err(_)) => {
+                    engine.metrics.error(ErrorKind::OriginProtocol);
+                    return self.end(false);
+                }
+            }
+        }
+        if storing {
+            if let Some(chunks) = self.flight.retained_body() {
+                let object = CachedObject::new(parts.status, parts.headers, concat(chunks), policy);
+                engine.cache.store(&self.key, &self.request, object);
+            }
+        }
+        self.end(true)
+    }
+
+    /// The origin confirmed the stale copy: store the refreshed object, serve its body.
+    async fn refreshed(self, object: CachedObject, now: SystemTime) {
+        let status = object.status;
+        let headers = object.response_headers(now);
+        let body = object.body.clone();
+        self.engine.cache.store(&self.key, &self.request, object);
+        self.flight.set_head(Arc::new(FlightOutcome::Response(FetchedHead {
+            status,
+            headers,
+            shareable: true,
+            outcome: CacheOutcome::RefreshUnmodified,
+            cache_status: HeaderValue::from_static("weir; fwd=stale; fwd-status=304"),
+            vary: None,
+        })));
+        if !body.is_empty() {
+            self.flight.push(body).await;
+        }
+        self.end(true)
+    }
+
+    fn stop_sharing(&self) {
+        self.flight.stop_retaining();
+        self.engine.flights.leave(&self.key, &self.flight);
+    }
+
+    fn end(&self, ok: bool) {
+        self.engine.flights.leave(&self.key, &self.flight);
+        self.flight.finish(ok);
+    }
+}
+
+fn vary_names(headers: &HeaderMap) -> Vec<http::HeaderName> {
+    let mut names = Vec::new();
+    for v in headers.get_all(header::VARY) {
+        let Ok(s) = v.to_str() else { continue };
+        for n in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            if let Ok(name) = http::HeaderName::from_bytes(n.to_ascii_lowercase().as_bytes()) {
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    names
+}
+
+fn concat(chunks: Vec<Bytes>) -> Bytes {
+    match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.into_iter().next().unwrap_or_default(),
+        _ => {
+            let mut b = BytesMut::with_capacity(chunks.iter().map(Bytes::len).sum());
+            for c in chunks {
+                b.extend_from_slice(&c);
+            }
+            b.freeze()
+        }
+    }
+}
+
+/// After a successful unsafe request, the target URI and the same-origin URIs in
+/// `Location` and `Content-Location` are invalidated (RFC 9111 §4.4).
+pub(crate) fn invalidate_after_write(engine: &Engine, target: &Target, response: &HeaderMap) {
+    engine.cache.invalidate(&cache_key(target));
+    let host = target.host.to_str().unwrap_or("");
+    for name in [header::LOCATION, header::CONTENT_LOCATION] {
+        let Some(v) = response.get(&name).and_then(|v| v.to_str().ok()) else {
+            continue;
+        };
+        if let Some(path) = same_origin_path(v, host) {
+            engine.cache.invalidate(&CacheKey::for_url("http", host, &path));
+        }
+    }
+}
+
+/// The path of `reference` when it names the same origin as `host` (relative
+/// references always do).
+fn same_origin_path(reference: &str, host: &str) -> Option<String> {
+    if reference.starts_with('/') && !reference.starts_with("//") {
+        return Some(reference.to_string());
+    }
+    let uri: http::Uri = reference.parse().ok()?;
+    if uri.scheme_str() != Some("http") {
+        return None;
+    }
+    let authority = uri.authority()?.as_str();
+    let same = authority.eq_ignore_ascii_case(host)
+        || authority.trim_end_matches(":80").eq_ignore_ascii_case(host.trim_end_matches(":80"));
+    same.then(|| uri.path_and_query().map_or("/", |p| p.as_str()).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_origin_references() {
+        assert_eq!(same_origin_path("/a?b", "h:8080").as_deref(), Some("/a?b"));
+        assert_eq!(same_origin_path("http://H:8080/x", "h:8080").as_deref(), Some("/x"));
+        assert_eq!(same_origin_path("http://h/x", "h:80").as_deref(), Some("/x"));
+        assert_eq!(same_origin_path("http://other/x", "h"), None);
+        assert_eq!(same_origin_path("//other/x", "h"), None);
+    }
+
+    #[test]
+    fn directives() {
+        let mut h = HeaderMap::new();
+        h.insert("cache-control", "max-age=0, Only-If-Cached".parse().unwrap());
+        assert!(request_directive(&h, "only-if-cached"));
+        assert!(!request_directive(&h, "no-store"));
+    }
+}

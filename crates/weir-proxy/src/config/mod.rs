@@ -1,0 +1,396 @@
+//! The configuration file: its shape, its defaults, and its validation.
+//!
+//! Every setting is documented in `weir.example.toml` at the top of the repository.
+
+mod error;
+mod origin;
+mod spans;
+mod units;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use ipnet::IpNet;
+use serde::{Deserialize, Deserializer};
+
+pub use error::ConfigError;
+pub use origin::OriginUrl;
+pub use units::{ByteSize, Seconds};
+
+use spans::Document;
+
+/// The whole configuration, as loaded from a TOML file or from the embedded defaults.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The admin listener (metrics; later the admin API).
+    pub admin: AdminConfig,
+    /// Client-facing listeners.
+    pub listen: Vec<ListenConfig>,
+    /// The cache.
+    pub cache: CacheConfig,
+    /// Limits on what clients may send.
+    pub limits: LimitsConfig,
+    /// Timeouts.
+    pub timeouts: TimeoutsConfig,
+    /// Connections to origin servers.
+    pub upstream: UpstreamConfig,
+    /// The access log.
+    pub log: LogConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            admin: AdminConfig::default(),
+            listen: vec![ListenConfig {
+                addr: "127.0.0.1:3128".parse().expect("literal address"),
+                mode: ListenMode::Forward,
+                allow: default_allow(),
+                origin: None,
+                route: Vec::new(),
+                connect_ports: default_connect_ports(),
+            }],
+            cache: CacheConfig::default(),
+            limits: LimitsConfig::default(),
+            timeouts: TimeoutsConfig::default(),
+            upstream: UpstreamConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+/// `[admin]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Address of the admin listener; `metrics` are served at `/metrics`. `None`
+    /// (written `"off"`) runs no admin listener.
+    #[serde(deserialize_with = "admin_address")]
+    pub listen: Option<SocketAddr>,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            listen: Some("127.0.0.1:9090".parse().expect("literal address")),
+        }
+    }
+}
+
+/// What a listener does with requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListenMode {
+    /// Clients name absolute `http://` URLs (and CONNECT for tunnels).
+    Forward,
+    /// Clients talk to Weir as if it were the origin; requests are routed by Host and path.
+    Reverse,
+}
+
+impl ListenMode {
+    /// The lowercase name, as in the configuration, logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ListenMode::Forward => "forward",
+            ListenMode::Reverse => "reverse",
+        }
+    }
+}
+
+/// `[[listen]]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenConfig {
+    /// Address and port to accept connections on.
+    pub addr: SocketAddr,
+    /// `forward` or `reverse`.
+    pub mode: ListenMode,
+    /// Client networks allowed to use this listener; others get 403. A bare address
+    /// in the file stands for that one host.
+    #[serde(default = "default_allow", deserialize_with = "networks")]
+    pub allow: Vec<IpNet>,
+    /// Reverse mode: the default origin, e.g. `http://127.0.0.1:8081`.
+    #[serde(default)]
+    pub origin: Option<String>,
+    /// Reverse mode: routes tried in order before the default origin.
+    #[serde(default)]
+    pub route: Vec<RouteConfig>,
+    /// Forward mode: ports CONNECT may tunnel to.
+    #[serde(default = "default_connect_ports")]
+    pub connect_ports: Vec<u16>,
+}
+
+/// `[[listen.route]]`: the first route whose host and path prefix match wins.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// Host to match (without port, case-insensitive); any host when absent.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Path prefix to match.
+    #[serde(default = "default_path_prefix")]
+    pub path_prefix: String,
+    /// Origin to send matching requests to.
+    pub origin: String,
+}
+
+/// `[cache]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Size of the memory tier, bodies and metadata counted.
+    pub memory: ByteSize,
+    /// Larger objects pass through uncached.
+    pub max_object: ByteSize,
+    /// Heuristic freshness: this fraction of the time since Last-Modified.
+    pub heuristic_fraction: f32,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            memory: ByteSize(256 << 20),
+            max_object: ByteSize(64 << 20),
+            heuristic_fraction: 0.1,
+        }
+    }
+}
+
+/// `[limits]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Largest request header section (request line and headers); larger gets 431.
+    pub max_request_header: ByteSize,
+    /// Largest request body; larger gets 413.
+    pub max_request_body: ByteSize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_request_header: ByteSize(32 << 10),
+            max_request_body: ByteSize(1 << 30),
+        }
+    }
+}
+
+/// `[timeouts]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimeoutsConfig {
+    /// Connecting to an origin.
+    pub connect: Seconds,
+    /// Waiting for an origin's response header after the request was sent; 504 after.
+    pub origin_response: Seconds,
+    /// A keep-alive client connection with nothing in flight is closed after this.
+    pub client_idle: Seconds,
+    /// On SIGTERM/SIGINT, how long in-flight transactions may take to finish.
+    pub shutdown_grace: Seconds,
+}
+
+impl Default for TimeoutsConfig {
+    fn default() -> Self {
+        TimeoutsConfig {
+            connect: Seconds::from_secs(5.0),
+            origin_response: Seconds::from_secs(60.0),
+            client_idle: Seconds::from_secs(60.0),
+            shutdown_grace: Seconds::from_secs(10.0),
+        }
+    }
+}
+
+/// `[upstream]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamConfig {
+    /// Connections open to one origin at most (busy and idle); further requests wait.
+    pub max_connections_per_origin: usize,
+    /// Idle keep-alive connections kept per origin.
+    pub max_idle_per_origin: usize,
+    /// An idle keep-alive connection is closed after this.
+    pub idle_timeout: Seconds,
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        UpstreamConfig {
+            max_connections_per_origin: 256,
+            max_idle_per_origin: 64,
+            idle_timeout: Seconds::from_secs(60.0),
+        }
+    }
+}
+
+/// Access log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Squid's native `access.log` format.
+    Squid,
+    /// The NCSA combined format.
+    Combined,
+}
+
+/// `[log]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// `"stdout"`, `"off"`, or a file path.
+    pub access: String,
+    /// `squid` or `combined`.
+    pub format: LogFormat,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            access: "off".into(),
+            format: LogFormat::Squid,
+        }
+    }
+}
+
+impl LogConfig {
+    /// Where access log lines go.
+    pub fn destination(&self) -> LogDestination {
+        match self.access.as_str() {
+            "off" => LogDestination::Off,
+            "stdout" | "-" => LogDestination::Stdout,
+            path => LogDestination::File(PathBuf::from(path)),
+        }
+    }
+}
+
+/// Where access log lines go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogDestination {
+    /// Nowhere.
+    Off,
+    /// Standard output.
+    Stdout,
+    /// Appended to this file.
+    File(PathBuf),
+}
+
+fn default_allow() -> Vec<IpNet> {
+    vec![
+        "127.0.0.0/8".parse().expect("literal network"),
+        "::1/128".parse().expect("literal network"),
+    ]
+}
+
+fn default_connect_ports() -> Vec<u16> {
+    vec![443]
+}
+
+fn default_path_prefix() -> String {
+    "/".into()
+}
+
+/// `"off"` or a socket address.
+fn admin_address<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    string_with(
+        d,
+        "an address such as \"127.0.0.1:9090\" or \"off\"",
+        |text| {
+            if text == "off" {
+                return Ok(None);
+            }
+            text.parse().map(Some).map_err(|_| {
+                format!("`{text}` is not an address such as \"127.0.0.1:9090\" (or \"off\")")
+            })
+        },
+    )
+}
+
+/// CIDR networks; a bare IP address is taken as a network of one.
+fn networks<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
+    // Element by element, so that an error carries the span of the bad element.
+    struct Network(IpNet);
+    impl<'de> Deserialize<'de> for Network {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            string_with(
+                d,
+                "a network such as \"10.0.0.0/8\" or an address",
+                |text| {
+                    text.parse::<IpNet>()
+                        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+                        .map(Network)
+                        .map_err(|_| {
+                            format!(
+                                "`{text}` is not a network such as \"10.0.0.0/8\" or an address"
+                            )
+                        })
+                },
+            )
+        }
+    }
+    let networks = Vec::<Network>::deserialize(d)?;
+    Ok(networks.into_iter().map(|n| n.0).collect())
+}
+
+/// Deserializes a string through `parse`. The error is raised inside the visitor, where
+/// `toml` still knows the value's span; raised after deserializing, it would only be
+/// given the span of the enclosing table or array.
+fn string_with<'de, D, T, F>(d: D, expecting: &'static str, parse: F) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    F: FnOnce(&str) -> Result<T, String>,
+{
+    struct V<F>(&'static str, F);
+    impl<T, F: FnOnce(&str) -> Result<T, String>> serde::de::Visitor<'_> for V<F> {
+        type Value = T;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
+            (self.1)(v).map_err(E::custom)
+        }
+    }
+    d.deserialize_str(V(expecting, parse))
+}
+
+impl Config {
+    /// Reads and validates a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::whole_file(&file, format!("cannot read: {e}")))?;
+        Config::parse(&text, &file)
+    }
+
+    /// Parses and validates configuration text; `file` names it in errors.
+    ///
+    /// The error names the line and dotted key of the problem. Of several semantic
+    /// problems, the one written first in the file is reported.
+    pub fn parse(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let (doc, syntax_error) = Document::parse(text);
+        if let Some(e) = syntax_error {
+            return Err(ConfigError::from_syntax(&doc, file, &e));
+        }
+        let config = Config::deserialize(doc.deserializer())
+            .map_err(|e| ConfigError::from_serde(&doc, file, &e))?;
+        config.validate_in(Some(&doc), file)?;
+        Ok(config)
+    }
+
+    /// Checks a configuration built in code (e.g. from [`Config::default`]) the way
+    /// [`Config::parse`] checks a file; errors name the key but no file or line.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_in(None, "<config>")
+    }
+
+    fn validate_in(&self, doc: Option<&Document<'_>>, file: &str) -> Result<(), ConfigError> {
+        let first = validate::check(self)
+            .into_iter()
+            .map(|issue| ConfigError::from_issue(doc, file, issue))
+            .min_by_key(|e| e.line.unwrap_or(usize::MAX));
+        first.map_or(Ok(()), Err)
+    }
+}

@@ -1,0 +1,249 @@
+use std::net::SocketAddr;
+
+use super::*;
+
+mod semantic;
+
+const EXAMPLE: &str = include_str!("../../../../weir.example.toml");
+
+fn parse(text: &str) -> Config {
+    Config::parse(text, "weir.toml").unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Asserts that `text` fails at `line` on `key`, with a message containing `needle`.
+#[track_caller]
+fn fails(text: &str, line: usize, key: &str, needle: &str) {
+    let e = match Config::parse(text, "weir.toml") {
+        Ok(_) => panic!("expected an error at line {line}, key {key}"),
+        Err(e) => e,
+    };
+    assert_eq!(e.file, "weir.toml", "{e}");
+    assert_eq!(e.line, Some(line), "{e}");
+    assert_eq!(e.key.as_deref(), Some(key), "{e}");
+    assert!(e.message.contains(needle), "`{needle}` not in: {e}");
+}
+
+fn addr(text: &str) -> SocketAddr {
+    text.parse().unwrap()
+}
+
+#[test]
+fn defaults() {
+    let c = Config::default();
+    assert_eq!(c.listen.len(), 1);
+    let l = &c.listen[0];
+    assert_eq!(l.addr, addr("127.0.0.1:3128"));
+    assert_eq!(l.mode, ListenMode::Forward);
+    let allow: Vec<String> = l.allow.iter().map(|n| n.to_string()).collect();
+    assert_eq!(allow, ["127.0.0.0/8", "::1/128"]);
+    assert_eq!(l.connect_ports, [443]);
+    assert!(l.origin.is_none() && l.route.is_empty());
+    assert_eq!(c.admin.listen, Some(addr("127.0.0.1:9090")));
+    assert_eq!(c.cache.memory, ByteSize(256 << 20));
+    assert_eq!(c.cache.max_object, ByteSize(64 << 20));
+    assert_eq!(c.log.destination(), LogDestination::Off);
+    c.validate().unwrap();
+}
+
+#[test]
+fn empty_file_is_the_defaults() {
+    assert_eq!(
+        format!("{:?}", parse("")),
+        format!("{:?}", Config::default())
+    );
+}
+
+#[test]
+fn example_file_parses() {
+    let c = parse(EXAMPLE);
+    assert_eq!(c.listen.len(), 2);
+    assert_eq!(c.listen[0].mode, ListenMode::Forward);
+    let reverse = &c.listen[1];
+    assert_eq!(reverse.mode, ListenMode::Reverse);
+    assert_eq!(reverse.addr, addr("127.0.0.1:8080"));
+    assert_eq!(reverse.origin.as_deref(), Some("http://127.0.0.1:8081"));
+    assert_eq!(reverse.route[0].host.as_deref(), Some("img.example"));
+    assert_eq!(reverse.route[0].origin, "http://127.0.0.1:8082");
+    assert_eq!(reverse.route[1].host, None);
+    assert_eq!(reverse.route[1].path_prefix, "/api/");
+}
+
+/// The example claims to show every default; keep it honest.
+#[test]
+fn example_file_shows_the_defaults() {
+    let (c, d) = (parse(EXAMPLE), Config::default());
+    assert_eq!(format!("{:?}", c.admin), format!("{:?}", d.admin));
+    assert_eq!(format!("{:?}", c.listen[0]), format!("{:?}", d.listen[0]));
+    assert_eq!(format!("{:?}", c.cache), format!("{:?}", d.cache));
+    assert_eq!(format!("{:?}", c.limits), format!("{:?}", d.limits));
+    assert_eq!(format!("{:?}", c.timeouts), format!("{:?}", d.timeouts));
+    assert_eq!(format!("{:?}", c.upstream), format!("{:?}", d.upstream));
+    assert_eq!(format!("{:?}", c.log), format!("{:?}", d.log));
+}
+
+#[test]
+fn admin_off_and_bare_allow_addresses() {
+    fails(
+        "[admin]\nlisten = \"on\"\n",
+        2,
+        "admin.listen",
+        "or \"off\"",
+    );
+    fails(
+        "[admin]\nlisten = 9090\n",
+        2,
+        "admin.listen",
+        "127.0.0.1:9090",
+    );
+    let c = parse("[admin]\nlisten = \"off\"\n[[listen]]\naddr = \"127.0.0.1:3128\"\nmode = \"forward\"\nallow = [\"10.1.2.3\", \"::1\", \"192.168.0.0/16\"]\n");
+    assert_eq!(c.admin.listen, None);
+    let allow: Vec<String> = c.listen[0].allow.iter().map(|n| n.to_string()).collect();
+    assert_eq!(allow, ["10.1.2.3/32", "::1/128", "192.168.0.0/16"]);
+}
+
+#[test]
+fn display_format() {
+    let e = ConfigError {
+        file: "weir.toml".into(),
+        line: Some(7),
+        key: Some("listen[0].origin".into()),
+        message: "oops".into(),
+    };
+    assert_eq!(e.to_string(), "weir.toml:7: key `listen[0].origin`: oops");
+    let e = Config::parse("[cache]\nmemory = \"12 parsecs\"\n", "/etc/weir.toml").unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("/etc/weir.toml:2: key `cache.memory`: `12 parsecs`"),
+        "{e}"
+    );
+}
+
+// Parse and type errors.
+
+const TWO_LISTENERS: &str = r#"[[listen]]
+addr = "127.0.0.1:3128"
+mode = "forward"
+
+[[listen]]
+addr = "127.0.0.1:8080"
+mode = "reverse"
+origin = "http://127.0.0.1:8081"
+  [[listen.route]]
+  origin = "http://127.0.0.1:8082"
+"#;
+
+#[test]
+fn unknown_keys() {
+    fails(
+        "[cache]\nmemory = 1\nmemroy = 2\n",
+        3,
+        "cache.memroy",
+        "unknown field",
+    );
+    fails("colour = \"blue\"\n", 1, "colour", "unknown field `colour`");
+    let text = format!("{TWO_LISTENERS}  weight = 3\n");
+    fails(
+        &text,
+        11,
+        "listen[1].route[0].weight",
+        "unknown field `weight`",
+    );
+}
+
+#[test]
+fn wrong_types() {
+    let text = TWO_LISTENERS.replace("mode = \"reverse\"", "mode = 5");
+    fails(&text, 7, "listen[1].mode", "string");
+    fails(
+        "[upstream]\nmax_idle_per_origin = \"lots\"\n",
+        2,
+        "upstream.max_idle_per_origin",
+        "invalid type",
+    );
+    fails("cache = 5\n", 1, "cache", "invalid type");
+    fails(
+        "[log]\nformat = \"json\"\n",
+        2,
+        "log.format",
+        "unknown variant",
+    );
+    let text = TWO_LISTENERS.replace("127.0.0.1:8080", "localhost:8080");
+    fails(&text, 6, "listen[1].addr", "address");
+}
+
+#[test]
+fn bad_values_in_arrays_and_inline_tables() {
+    fails(
+        "[[listen]]\naddr = \"127.0.0.1:3128\"\nmode = \"forward\"\nallow = [\n  \"10.0.0.0/8\",\n  \"10.0.0.0/33\",\n]\n",
+        6,
+        "listen[0].allow[1]",
+        "10.0.0.0/33",
+    );
+    fails(
+        "listen = [{ addr = \"127.0.0.1:1\", mode = \"forward\" },\n  { addr = \"127.0.0.1:2\", mode = \"sideways\" }]\n",
+        2,
+        "listen[1].mode",
+        "unknown variant",
+    );
+}
+
+#[test]
+fn bad_units() {
+    fails(
+        "[cache]\nmemory = \"12 parsecs\"\n",
+        2,
+        "cache.memory",
+        "unknown size unit",
+    );
+    fails(
+        "[cache]\n\nmax_object = -1\n",
+        3,
+        "cache.max_object",
+        "negative",
+    );
+    fails(
+        "[timeouts]\nconnect = \"5 fortnights\"\n",
+        2,
+        "timeouts.connect",
+        "time unit",
+    );
+    fails(
+        "[timeouts]\nconnect = -5\n",
+        2,
+        "timeouts.connect",
+        "between 0 and",
+    );
+}
+
+#[test]
+fn missing_field_names_the_field() {
+    let text = TWO_LISTENERS.replace("mode = \"reverse\"\n", "");
+    fails(&text, 5, "listen[1].mode", "missing field `mode`");
+}
+
+#[test]
+fn syntax_errors() {
+    fails(
+        "[cache]\nmemory = 1\nmemory = 2\n",
+        3,
+        "cache.memory",
+        "duplicate key",
+    );
+    fails(
+        "[admin]\n\n[cache]\nmemory = 1\nmemory = 2\n",
+        5,
+        "cache.memory",
+        "duplicate key",
+    );
+    fails("top = 1\ntop = 2\n", 2, "top", "duplicate key");
+    fails(
+        "[[listen]]\naddr = \"127.0.0.1:1\"\nmode = \n",
+        3,
+        "listen[0].mode",
+        "",
+    );
+    // Recovery cannot keep an unterminated value, so only its table is named.
+    fails("[cache]\nmemory = \"1MiB\n", 2, "cache", "");
+    let e = Config::parse("[cache\nmemory = 1\n", "weir.toml").unwrap_err();
+    assert_eq!(e.line, Some(1), "{e}");
+}

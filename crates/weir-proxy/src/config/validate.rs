@@ -1,0 +1,176 @@
+//! Semantic checks: things serde accepts but Weir cannot run with.
+
+use std::net::SocketAddr;
+
+use super::spans::KeyPath;
+use super::{Config, ListenMode, OriginUrl};
+
+/// One semantic problem.
+#[derive(Debug)]
+pub(crate) struct Issue {
+    /// Keys the problem is about, most specific first. An error is reported against the
+    /// first one written in the file, so that a value left at its default is not blamed
+    /// for a conflict with one the user wrote.
+    pub(crate) keys: Vec<KeyPath>,
+    /// What is wrong.
+    pub(crate) message: String,
+}
+
+const MIN_REQUEST_HEADER: u64 = 1 << 10;
+const MAX_REQUEST_HEADER: u64 = 1 << 20;
+
+/// Every semantic problem in `config`, in no particular order.
+pub(crate) fn check(config: &Config) -> Vec<Issue> {
+    let mut issues = Vec::new();
+    let mut report = |keys: Vec<KeyPath>, message: String| issues.push(Issue { keys, message });
+
+    if config.listen.is_empty() {
+        report(
+            vec![KeyPath::top("listen")],
+            "at least one [[listen]] is needed".into(),
+        );
+    }
+    for (i, listener) in config.listen.iter().enumerate() {
+        let at = KeyPath::top("listen").index(i);
+        match listener.mode {
+            ListenMode::Reverse => {
+                if listener.origin.is_none() {
+                    report(
+                        vec![at.clone().key("origin")],
+                        "a reverse listener needs an `origin` for requests no route matches".into(),
+                    );
+                }
+            }
+            ListenMode::Forward => {
+                if listener.origin.is_some() {
+                    report(
+                        vec![at.clone().key("origin")],
+                        "only a reverse listener has an `origin`".into(),
+                    );
+                }
+                if !listener.route.is_empty() {
+                    report(
+                        vec![at.clone().key("route")],
+                        "only a reverse listener has routes".into(),
+                    );
+                }
+            }
+        }
+        if let Some(origin) = &listener.origin {
+            if let Err(e) = OriginUrl::parse(origin) {
+                report(vec![at.clone().key("origin")], e);
+            }
+        }
+        for (j, route) in listener.route.iter().enumerate() {
+            let at = at.clone().key("route").index(j);
+            if let Err(e) = OriginUrl::parse(&route.origin) {
+                report(vec![at.clone().key("origin")], e);
+            }
+            if !route.path_prefix.starts_with('/') {
+                report(
+                    vec![at.clone().key("path_prefix")],
+                    format!("`{}` must start with `/`", route.path_prefix),
+                );
+            }
+            if route.host.as_deref().is_some_and(|h| h.trim().is_empty()) {
+                report(
+                    vec![at.clone().key("host")],
+                    "an empty host matches nothing; leave `host` out to match any host".into(),
+                );
+            }
+        }
+        for (k, port) in listener.connect_ports.iter().enumerate() {
+            if *port == 0 {
+                report(
+                    vec![at.clone().key("connect_ports").index(k)],
+                    "port 0 cannot be tunnelled to".into(),
+                );
+            }
+        }
+    }
+    check_addresses(config, &mut report);
+
+    let cache = &config.cache;
+    if cache.memory.0 == 0 {
+        report(
+            vec![KeyPath::top("cache").key("memory")],
+            "must be greater than 0".into(),
+        );
+    } else if cache.max_object > cache.memory {
+        report(
+            vec![
+                KeyPath::top("cache").key("max_object"),
+                KeyPath::top("cache").key("memory"),
+            ],
+            format!(
+                "max_object ({} bytes) must not exceed memory ({} bytes)",
+                cache.max_object.0, cache.memory.0
+            ),
+        );
+    }
+    if !(0.0..=1.0).contains(&cache.heuristic_fraction) {
+        report(
+            vec![KeyPath::top("cache").key("heuristic_fraction")],
+            format!("{} is not between 0 and 1", cache.heuristic_fraction),
+        );
+    }
+
+    let header = config.limits.max_request_header.0;
+    if !(MIN_REQUEST_HEADER..=MAX_REQUEST_HEADER).contains(&header) {
+        report(
+            vec![KeyPath::top("limits").key("max_request_header")],
+            format!("{header} bytes is not between 1KiB and 1MiB"),
+        );
+    }
+
+    if config.upstream.max_connections_per_origin == 0 {
+        report(
+            vec![KeyPath::top("upstream").key("max_connections_per_origin")],
+            "must be at least 1".into(),
+        );
+    }
+
+    if config.log.access.trim().is_empty() {
+        report(
+            vec![KeyPath::top("log").key("access")],
+            "must not be empty (use \"off\" to disable the access log)".into(),
+        );
+    }
+    issues
+}
+
+/// Two listeners cannot bind the same address. Port 0 asks the kernel for a fresh
+/// port each time, so it never collides.
+fn check_addresses(config: &Config, report: &mut impl FnMut(Vec<KeyPath>, String)) {
+    let admin = config
+        .admin
+        .listen
+        .map(|addr| (addr, "the admin listener".to_string()));
+    let listeners = config
+        .listen
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.addr, format!("listen[{i}]")));
+    let mut seen: Vec<(SocketAddr, String)> = Vec::new();
+    for (i, (addr, name)) in admin.into_iter().chain(listeners).enumerate() {
+        if let Some((_, other)) = seen.iter().find(|(prev, _)| collides(*prev, addr)) {
+            // The admin address, when present, is seen first and so is never blamed here.
+            let index = i - usize::from(config.admin.listen.is_some());
+            let at = KeyPath::top("listen").index(index);
+            report(
+                vec![at.key("addr")],
+                format!("{addr} is already used by {other}"),
+            );
+        }
+        seen.push((addr, name));
+    }
+}
+
+/// Same port, and either the same IP or an unspecified IP of the same family, which
+/// binds every address of that family.
+fn collides(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() != 0
+        && a.port() == b.port()
+        && a.is_ipv4() == b.is_ipv4()
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+}

@@ -1,0 +1,174 @@
+//! Intermediary header rules (RFC 9110 §7.6): hop-by-hop fields, `Via`, `Max-Forwards`.
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+/// Fields that describe one connection, never forwarded (RFC 9110 §7.6.1; `Keep-Alive`,
+/// `Proxy-Connection` and `Proxy-Authenticate`/`Proxy-Authorization` by long practice).
+const HOP_BY_HOP: [HeaderName; 9] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+/// Our `Via` entry: protocol version and pseudonym.
+pub(crate) const VIA_HTTP11: HeaderValue = HeaderValue::from_static("1.1 weir");
+pub(crate) const VIA_HTTP2: HeaderValue = HeaderValue::from_static("2 weir");
+pub(crate) const VIA_HTTP10: HeaderValue = HeaderValue::from_static("1.0 weir");
+
+/// Removes hop-by-hop fields and every field the `Connection` header names.
+pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    if headers.contains_key(header::CONNECTION) {
+        let named: Vec<HeaderName> = headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|s| s.split(','))
+            .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+    }
+    for name in &HOP_BY_HOP {
+        if headers.contains_key(name) {
+            headers.remove(name);
+        }
+    }
+}
+
+/// Appends our `Via` entry for a message received with `version`.
+pub(crate) fn append_via(headers: &mut HeaderMap, version: http::Version) {
+    let via = match version {
+        http::Version::HTTP_2 => VIA_HTTP2,
+        http::Version::HTTP_10 | http::Version::HTTP_09 => VIA_HTTP10,
+        _ => VIA_HTTP11,
+    };
+    headers.append(header::VIA, via);
+}
+
+/// What `Max-Forwards` asks of a TRACE or OPTIONS request (RFC 9110 §7.6.2).
+pub(crate) enum MaxForwards {
+    /// No header, or not TRACE/OPTIONS: forward unchanged.
+    Absent,
+    /// Zero: this proxy must answer itself.
+    AnswerHere,
+    /// Forward with the value decremented (already done in the headers).
+    Decremented,
+}
+
+/// Applies `Max-Forwards` for TRACE and OPTIONS.
+pub(crate) fn max_forwards(method: &http::Method, headers: &mut HeaderMap) -> MaxForwards {
+    if method != http::Method::TRACE && method != http::Method::OPTIONS {
+        return MaxForwards::Absent;
+    }
+    let Some(v) = headers.get(header::MAX_FORWARDS) else {
+        return MaxForwards::Absent;
+    };
+    match v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()) {
+        Some(0) => MaxForwards::AnswerHere,
+        Some(n) => {
+            headers.insert(header::MAX_FORWARDS, HeaderValue::from(n - 1));
+            MaxForwards::Decremented
+        }
+        // An invalid value cannot be decremented; answering here is the safe reading.
+        None => MaxForwards::AnswerHere,
+    }
+}
+
+/// Whether the message framing is ambiguous: both Content-Length and
+/// Transfer-Encoding, or Content-Length values that disagree (RFC 9112 §6.3).
+pub(crate) fn ambiguous_framing(headers: &HeaderMap) -> bool {
+    let mut lengths = headers.get_all(header::CONTENT_LENGTH).iter();
+    let Some(first) = lengths.next() else {
+        return false;
+    };
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        return true;
+    }
+    let parse = |v: &HeaderValue| -> Option<Vec<u64>> {
+        v.to_str()
+            .ok()?
+            .split(',')
+            .map(|p| p.trim().parse::<u64>().ok())
+            .collect()
+    };
+    let Some(first) = parse(first) else {
+        return true;
+    };
+    let Some(&n) = first.first() else { return true };
+    if first.iter().any(|&m| m != n) {
+        return true;
+    }
+    lengths.any(|v| parse(v).is_none_or(|vals| vals.iter().any(|&m| m != n)))
+}
+
+/// The request's declared body length, when it has a valid Content-Length.
+pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .split(',')
+        .next()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Size of the request header section as received (approximately: field names,
+/// values and separators).
+pub(crate) fn header_section_len(headers: &HeaderMap) -> usize {
+    headers
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn removes_connection_named_fields() {
+        let mut h = HeaderMap::new();
+        h.insert("connection", "close, x-secret".parse().unwrap());
+        h.insert("x-secret", "1".parse().unwrap());
+        h.insert("keep-alive", "timeout=5".parse().unwrap());
+        h.insert("x-kept", "1".parse().unwrap());
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key("x-kept"));
+    }
+
+    #[test]
+    fn framing() {
+        let mut h = HeaderMap::new();
+        h.append("content-length", "5".parse().unwrap());
+        assert!(!ambiguous_framing(&h));
+        h.append("content-length", "5".parse().unwrap());
+        assert!(!ambiguous_framing(&h));
+        h.append("content-length", "6".parse().unwrap());
+        assert!(ambiguous_framing(&h));
+        let mut h = HeaderMap::new();
+        h.append("content-length", "5".parse().unwrap());
+        h.append("transfer-encoding", "chunked".parse().unwrap());
+        assert!(ambiguous_framing(&h));
+    }
+
+    #[test]
+    fn max_forwards_decrements() {
+        let mut h = HeaderMap::new();
+        h.insert("max-forwards", "3".parse().unwrap());
+        assert!(matches!(max_forwards(&http::Method::OPTIONS, &mut h), MaxForwards::Decremented));
+        assert_eq!(h["max-forwards"], "2");
+        h.insert("max-forwards", "0".parse().unwrap());
+        assert!(matches!(max_forwards(&http::Method::TRACE, &mut h), MaxForwards::AnswerHere));
+        assert!(matches!(max_forwards(&http::Method::GET, &mut h), MaxForwards::Absent));
+    }
+}

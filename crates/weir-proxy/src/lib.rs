@@ -1,0 +1,23 @@
+//! Weir's engine: client listeners, the transaction that serves each request from the
+//! cache or an origin, upstream connection pooling, the admin listener, metrics and
+//! the access log.
+//!
+//! The binary (`weir`) loads a [`Config`] and calls [`Server::start`].
+#![deny(missing_docs)]
+
+pub mod access_log;
+mod admin;
+mod body;
+mod cached;
+pub mod config;
+mod error;
+mod headers;
+pub mod metrics;
+mod route;
+mod server;
+mod service;
+mod tunnel;
+mod upstream;
+
+pub use config::{Config, ConfigError};
+pub use server::{Server, StartError};

@@ -1,0 +1,496 @@
+//! Prometheus metrics, served by the admin listener at `/metrics`.
+//!
+//! Every labelled series is created up front and its handle kept in an array indexed by
+//! the label enums, so recording a transaction is a handful of atomic adds: no label
+//! hashing, no allocation, no lock. The request-duration histogram is our own atomic one
+//! because `prometheus-client`'s `Histogram` takes a mutex on every observation.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::{Metric, Registry, Unit};
+
+use crate::config::ListenMode;
+
+/// How a transaction was served, for metrics, the access log and `Cache-Status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// Served fresh from the cache.
+    Hit,
+    /// Fetched from the origin (stored or not).
+    Miss,
+    /// A stale entry was validated with the origin, which answered 304.
+    RefreshUnmodified,
+    /// A stale entry was validated with the origin, which sent a new response.
+    RefreshModified,
+    /// The request could not use the cache (method, Range, no-store ...).
+    Bypass,
+    /// Served from another client's concurrent fetch of the same object.
+    Collapsed,
+    /// A CONNECT tunnel.
+    Tunnel,
+    /// Refused (access control, limits, malformed request).
+    Denied,
+    /// Failed (origin unreachable, timeout, cut body).
+    Error,
+}
+
+impl CacheOutcome {
+    /// All outcomes, in a fixed order (index = `self as usize`).
+    pub const ALL: [CacheOutcome; 9] = [
+        CacheOutcome::Hit,
+        CacheOutcome::Miss,
+        CacheOutcome::RefreshUnmodified,
+        CacheOutcome::RefreshModified,
+        CacheOutcome::Bypass,
+        CacheOutcome::Collapsed,
+        CacheOutcome::Tunnel,
+        CacheOutcome::Denied,
+        CacheOutcome::Error,
+    ];
+
+    /// Lowercase label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheOutcome::Hit => "hit",
+            CacheOutcome::Miss => "miss",
+            CacheOutcome::RefreshUnmodified => "refresh_unmodified",
+            CacheOutcome::RefreshModified => "refresh_modified",
+            CacheOutcome::Bypass => "bypass",
+            CacheOutcome::Collapsed => "collapsed",
+            CacheOutcome::Tunnel => "tunnel",
+            CacheOutcome::Denied => "denied",
+            CacheOutcome::Error => "error",
+        }
+    }
+}
+
+/// Kinds of errors counted in `weir_errors_total{kind}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Malformed request or ambiguous framing (400).
+    BadRequest,
+    /// Request header section over the limit (431).
+    HeaderTooLarge,
+    /// Client not allowed, or CONNECT port not allowed (403).
+    Forbidden,
+    /// Request body over the limit (413).
+    BodyTooLarge,
+    /// Could not connect to the origin (502).
+    OriginUnreachable,
+    /// The origin did not answer in time (504).
+    OriginTimeout,
+    /// The origin answered with something unusable, or cut its body.
+    OriginProtocol,
+    /// The client went away mid-response.
+    ClientAborted,
+}
+
+impl ErrorKind {
+    /// All kinds, in a fixed order (index = `self as usize`).
+    pub const ALL: [ErrorKind; 8] = [
+        ErrorKind::BadRequest,
+        ErrorKind::HeaderTooLarge,
+        ErrorKind::Forbidden,
+        ErrorKind::BodyTooLarge,
+        ErrorKind::OriginUnreachable,
+        ErrorKind::OriginTimeout,
+        ErrorKind::OriginProtocol,
+        ErrorKind::ClientAborted,
+    ];
+
+    /// Lowercase label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::BadRequest => "bad_request",
+            ErrorKind::HeaderTooLarge => "header_too_large",
+            ErrorKind::Forbidden => "forbidden",
+            ErrorKind::BodyTooLarge => "body_too_large",
+            ErrorKind::OriginUnreachable => "origin_unreachable",
+            ErrorKind::OriginTimeout => "origin_timeout",
+            ErrorKind::OriginProtocol => "origin_protocol",
+            ErrorKind::ClientAborted => "client_aborted",
+        }
+    }
+}
+
+/// Upper bounds of the request-duration buckets, in seconds: 1-2.5-5 steps from 100 µs
+/// to 60 s, so both cache hits (sub-millisecond) and slow origins are resolved.
+const DURATION_BUCKETS: [f64; 18] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0, 60.0,
+];
+
+const MODES: [ListenMode; 2] = [ListenMode::Forward, ListenMode::Reverse];
+
+fn mode_index(mode: ListenMode) -> usize {
+    match mode {
+        ListenMode::Forward => 0,
+        ListenMode::Reverse => 1,
+    }
+}
+
+type CacheSource = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
+
+/// The process's metrics. Hot-path methods neither allocate nor look labels up.
+pub struct Metrics {
+    registry: Registry,
+    requests: [[Counter; CacheOutcome::ALL.len()]; MODES.len()],
+    durations: [AtomicHistogram; CacheOutcome::ALL.len()],
+    bytes_in: Counter,
+    bytes_out: Counter,
+    errors: [Counter; ErrorKind::ALL.len()],
+    origin_open: Gauge,
+    origin_opened: Counter,
+    origin_reused: Counter,
+    cache_source: Arc<Mutex<Option<CacheSource>>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh set of metrics, all zero.
+    pub fn new() -> Metrics {
+        let mut r = Registry::with_prefix("weir");
+
+        let requests: [[Counter; CacheOutcome::ALL.len()]; MODES.len()] = Default::default();
+        let labels = MODES.iter().flat_map(|mode| {
+            let mode = mode.as_str();
+            CacheOutcome::ALL.map(|o| vec![("mode", mode), ("cache", o.as_str())])
+        });
+        let series = Series::new(labels, requests.as_flattened());
+        r.register("requests", "Finished client transactions", series);
+
+        let durations: [AtomicHistogram; CacheOutcome::ALL.len()] =
+            std::array::from_fn(|_| AtomicHistogram::new(&DURATION_BUCKETS));
+        let labels = CacheOutcome::ALL.map(|o| vec![("cache", o.as_str())]);
+        r.register_with_unit(
+            "request_duration",
+            "Time from request arrival to the end of the response",
+            Unit::Seconds,
+            Series::new(labels, &durations),
+        );
+
+        let bytes_in = add(&mut r, "bytes_in", "Request body bytes from clients");
+        let bytes_out = add(&mut r, "bytes_out", "Response body bytes to clients");
+
+        let errors: [Counter; ErrorKind::ALL.len()] = Default::default();
+        let labels = ErrorKind::ALL.map(|k| vec![("kind", k.as_str())]);
+        r.register("errors", "Errors by kind", Series::new(labels, &errors));
+
+        let origin_open = add(&mut r, "origin_connections_open", "Open origin connections");
+        let origin_opened = add(
+            &mut r,
+            "origin_connections_opened",
+            "Origin connections opened",
+        );
+        let origin_reused = add(
+            &mut r,
+            "origin_connections_reused",
+            "Requests sent on a reused keep-alive origin connection",
+        );
+
+        let cache_source: Arc<Mutex<Option<CacheSource>>> = Arc::default();
+        let gauge = |pick| CacheGauge {
+            source: cache_source.clone(),
+            pick,
+        };
+        r.register("cache_bytes", "Bytes held by the cache", gauge(|(b, _)| b));
+        r.register(
+            "cache_objects",
+            "Objects held by the cache",
+            gauge(|(_, o)| o),
+        );
+
+        Metrics {
+            registry: r,
+            requests,
+            durations,
+            bytes_in,
+            bytes_out,
+            errors,
+            origin_open,
+            origin_opened,
+            origin_reused,
+            cache_source,
+        }
+    }
+
+    /// One finished transaction.
+    pub fn request_done(
+        &self,
+        mode: ListenMode,
+        outcome: CacheOutcome,
+        elapsed: Duration,
+        bytes_in: u64,
+        bytes_out: u64,
+    ) {
+        self.requests[mode_index(mode)][outcome as usize].inc();
+        self.durations[outcome as usize].observe(elapsed);
+        if bytes_in > 0 {
+            self.bytes_in.inc_by(bytes_in);
+        }
+        if bytes_out > 0 {
+            self.bytes_out.inc_by(bytes_out);
+        }
+    }
+
+    /// One error of this kind.
+    pub fn error(&self, kind: ErrorKind) {
+        self.errors[kind as usize].inc();
+    }
+
+    /// A new connection to an origin was opened.
+    pub fn origin_connection_opened(&self) {
+        self.origin_open.inc();
+        self.origin_opened.inc();
+    }
+
+    /// A connection to an origin was closed.
+    pub fn origin_connection_closed(&self) {
+        self.origin_open.dec();
+    }
+
+    /// A request reused an idle keep-alive connection to an origin.
+    pub fn origin_connection_reused(&self) {
+        self.origin_reused.inc();
+    }
+
+    /// The current size of the cache, read when metrics are scraped.
+    ///
+    /// The closure returns `(bytes, objects)`. A later call replaces the earlier source.
+    pub fn set_cache_source(&self, source: Box<dyn Fn() -> (u64, u64) + Send + Sync>) {
+        *lock(&self.cache_source) = Some(Arc::from(source));
+    }
+
+    /// The Prometheus text exposition of every metric.
+    ///
+    /// This is the OpenMetrics text format (ending in `# EOF`), to be served as
+    /// [`OPENMETRICS_CONTENT_TYPE`].
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(8 * 1024);
+        // Writing into a String cannot fail, and our own metrics never return errors.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// The content type of [`Metrics::encode`]'s output.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panicking cache source must not take the metrics endpoint down with it.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Registers a fresh metric and returns a handle sharing its value.
+fn add<M: Metric + Clone + Default>(registry: &mut Registry, name: &str, help: &str) -> M {
+    let metric = M::default();
+    registry.register(name, help, metric.clone());
+    metric
+}
+
+type Labels = Vec<(&'static str, &'static str)>;
+
+/// A fixed set of labelled series, encoded in creation order. Unlike `Family` it has no
+/// map to look labels up in: callers keep clones of the handles instead.
+#[derive(Debug)]
+struct Series<M>(Vec<(Labels, M)>);
+
+impl<M: Clone> Series<M> {
+    fn new(labels: impl IntoIterator<Item = Labels>, handles: &[M]) -> Series<M> {
+        Series(labels.into_iter().zip(handles.iter().cloned()).collect())
+    }
+}
+
+impl<M: EncodeMetric + TypedMetric> EncodeMetric for Series<M> {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        for (labels, metric) in &self.0 {
+            metric.encode(encoder.encode_family(labels)?)?;
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        M::TYPE
+    }
+}
+
+/// A histogram of durations updated with atomics only.
+#[derive(Debug, Clone)]
+struct AtomicHistogram(Arc<HistogramInner>);
+
+#[derive(Debug)]
+struct HistogramInner {
+    bounds: &'static [f64],
+    /// Per-bucket (not cumulative) counts; the last one is `+Inf`.
+    buckets: Box<[AtomicU64]>,
+    /// Kept in integer nanoseconds so it can be a plain atomic add (584 years of headroom).
+    sum_nanos: AtomicU64,
+}
+
+impl AtomicHistogram {
+    fn new(bounds: &'static [f64]) -> AtomicHistogram {
+        AtomicHistogram(Arc::new(HistogramInner {
+            bounds,
+            buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            sum_nanos: AtomicU64::new(0),
+        }))
+    }
+
+    fn observe(&self, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        let index = self.0.bounds.partition_point(|&bound| bound < seconds);
+        self.0.buckets[index].fetch_add(1, Ordering::Relaxed);
+        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
+        self.0.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+    }
+}
+
+impl TypedMetric for AtomicHistogram {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for AtomicHistogram {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let inner = &self.0;
+        let buckets: Vec<(f64, u64)> = inner
+            .bounds
+            .iter()
+            .copied()
+            .chain(std::iter::once(f64::INFINITY))
+            .zip(inner.buckets.iter().map(|b| b.load(Ordering::Relaxed)))
+            .collect();
+        // Derived from the buckets so `_count` always equals the `+Inf` bucket.
+        let count = buckets.iter().map(|(_, n)| n).sum();
+        let sum = inner.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        encoder.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// A gauge whose value is asked of the cache at scrape time.
+struct CacheGauge {
+    source: Arc<Mutex<Option<CacheSource>>>,
+    pick: fn((u64, u64)) -> u64,
+}
+
+impl std::fmt::Debug for CacheGauge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CacheGauge").finish_non_exhaustive()
+    }
+}
+
+impl EncodeMetric for CacheGauge {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        // Clone the source out so a slow closure does not hold the lock.
+        let source = lock(&self.source).clone();
+        let value = source.map_or(0, |f| (self.pick)(f()));
+        encoder.encode_gauge(&value)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Gauge
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The value of the sample whose name and labels end with `series`.
+    fn line_value(text: &str, series: &str) -> Option<String> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.rsplit_once(' '))
+            .find(|(name, _)| name.ends_with(series.trim_end()))
+            .map(|(_, value)| value.to_string())
+    }
+
+    fn assert_values(text: &str, expected: &[(&str, &str)]) {
+        for (prefix, value) in expected {
+            let found = line_value(text, prefix);
+            assert_eq!(found.as_deref(), Some(*value), "{prefix} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn counters_move_and_are_encoded() {
+        let m = Metrics::new();
+        for (mode, outcome, elapsed, bytes_in, bytes_out) in [
+            (ListenMode::Reverse, CacheOutcome::Hit, 3_000, 10, 2000),
+            (ListenMode::Reverse, CacheOutcome::Hit, 120_000_000, 0, 5),
+            (ListenMode::Forward, CacheOutcome::Miss, 50, 0, 0),
+        ] {
+            let elapsed = Duration::from_micros(elapsed);
+            m.request_done(mode, outcome, elapsed, bytes_in, bytes_out);
+        }
+        m.error(ErrorKind::OriginTimeout);
+        m.origin_connection_opened();
+        m.origin_connection_opened();
+        m.origin_connection_closed();
+        m.origin_connection_reused();
+
+        let text = m.encode();
+        assert_values(
+            &text,
+            &[
+                (r#"weir_requests_total{mode="reverse",cache="hit"}"#, "2"),
+                (r#"weir_requests_total{mode="forward",cache="miss"}"#, "1"),
+                (r#"weir_requests_total{mode="forward",cache="tunnel"}"#, "0"),
+                ("weir_bytes_in_total ", "10"),
+                ("weir_bytes_out_total ", "2005"),
+                (r#"weir_errors_total{kind="origin_timeout"}"#, "1"),
+                (r#"weir_errors_total{kind="client_aborted"}"#, "0"),
+                ("weir_origin_connections_open ", "1"),
+                ("weir_origin_connections_opened_total ", "2"),
+                ("weir_origin_connections_reused_total ", "1"),
+                (r#"weir_request_duration_seconds_count{cache="hit"}"#, "2"),
+                (
+                    r#"weir_request_duration_seconds_sum{cache="hit"}"#,
+                    "120.003",
+                ),
+                (r#"_seconds_bucket{le="0.005",cache="hit"}"#, "1"),
+                (r#"_seconds_bucket{le="60.0",cache="hit"}"#, "1"),
+                (r#"_seconds_bucket{le="+Inf",cache="hit"}"#, "2"),
+                (r#"_seconds_bucket{le="0.0001",cache="miss"}"#, "1"),
+            ],
+        );
+        assert!(text.contains("# TYPE weir_request_duration_seconds histogram"));
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn cache_source_is_read_at_encode_time() {
+        let m = Metrics::new();
+        let zero = [("weir_cache_bytes ", "0"), ("weir_cache_objects ", "0")];
+        assert_values(&m.encode(), &zero);
+
+        let size = Arc::new(AtomicU64::new(100));
+        let s = size.clone();
+        m.set_cache_source(Box::new(move || (s.load(Ordering::Relaxed), 7)));
+        assert_values(&m.encode(), &[("weir_cache_bytes ", "100")]);
+        size.store(4096, Ordering::Relaxed);
+        let now = [("weir_cache_bytes ", "4096"), ("weir_cache_objects ", "7")];
+        assert_values(&m.encode(), &now);
+    }
+}

@@ -1,0 +1,269 @@
+//! Listeners: accepting connections, serving HTTP/1.1 and HTTP/2 (prior knowledge) on
+//! them, and stopping gracefully.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinHandle;
+
+use crate::access_log::AccessLog;
+use crate::config::{Config, ListenMode};
+use crate::metrics::Metrics;
+use crate::route::Router;
+use crate::service::{ConnInfo, Engine, ListenerInfo};
+use crate::upstream::Upstream;
+
+/// Why the proxy could not start.
+#[derive(Debug)]
+pub struct StartError(String);
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// A running proxy.
+pub struct Server {
+    engine: Arc<Engine>,
+    accept_tasks: Vec<JoinHandle<()>>,
+    admin_task: Option<JoinHandle<()>>,
+    stop: watch::Sender<bool>,
+    connections: Arc<ConnectionCount>,
+    grace: Duration,
+    addrs: Vec<SocketAddr>,
+}
+
+struct ConnectionCount {
+    open: AtomicUsize,
+    closed: Notify,
+}
+
+impl Server {
+    /// Binds every listener in `config` and starts serving. Must be called inside a
+    /// tokio runtime.
+    pub async fn start(config: Config) -> Result<Server, StartError> {
+        let metrics = Arc::new(Metrics::new());
+        let log = AccessLog::open(&config.log)
+            .map_err(|e| StartError(format!("cannot open the access log `{}`: {e}", config.log.access)))?;
+        let engine = Arc::new(Engine {
+            cache: weir_cache::Cache::new(weir_cache::CacheSettings {
+                memory_bytes: config.cache.memory.0,
+                max_object_bytes: config.cache.max_object.0,
+                heuristic_fraction: config.cache.heuristic_fraction,
+            }),
+            flights: weir_cache::Coalescer::new(),
+            upstream: Upstream::new(&config.upstream, &config.timeouts, metrics.clone()),
+            metrics: metrics.clone(),
+            log,
+            limits: config.limits.clone(),
+            connect_timeout: config.timeouts.connect.0,
+        });
+        let weak = Arc::downgrade(&engine);
+        metrics.set_cache_source(Box::new(move || match weak.upgrade() {
+            Some(e) => (e.cache.size_bytes(), e.cache.object_count()),
+            None => (0, 0),
+        }));
+
+        let (stop, _) = watch::channel(false);
+        let connections = Arc::new(ConnectionCount {
+            open: AtomicUsize::new(0),
+            closed: Notify::new(),
+        });
+        let http = Arc::new(http_builder(&config));
+        let mut accept_tasks = Vec::new();
+        let mut addrs = Vec::new();
+        for l in &config.listen {
+            let router = match l.mode {
+                ListenMode::Reverse => Some(Router::from_config(l).map_err(|e| StartError(format!("listener {}: {e}", l.addr)))?),
+                ListenMode::Forward => None,
+            };
+            let info = Arc::new(ListenerInfo {
+                mode: l.mode,
+                allow: l.allow.clone(),
+                connect_ports: l.connect_ports.clone(),
+                router,
+            });
+            let listener = bind(l.addr)?;
+            addrs.push(listener.local_addr().map_err(|e| StartError(e.to_string()))?);
+            tracing::info!(addr = %l.addr, mode = l.mode.as_str(), "listening");
+            accept_tasks.push(tokio::spawn(accept_loop(
+                listener,
+                info,
+                engine.clone(),
+                http.clone(),
+                stop.subscribe(),
+                connections.clone(),
+            )));
+        }
+        let admin_task = match config.admin.listen {
+            Some(addr) => {
+                let listener = bind(addr)?;
+                tracing::info!(addr = %addr, "admin listening");
+                Some(tokio::spawn(crate::admin::serve(listener, metrics.clone())))
+            }
+            None => None,
+        };
+        Ok(Server {
+            engine,
+            accept_tasks,
+            admin_task,
+            stop,
+            connections,
+            grace: config.timeouts.shutdown_grace.0,
+            addrs,
+        })
+    }
+
+    /// The addresses the client listeners are bound to, in configuration order.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// Stops accepting, lets transactions in flight finish within the grace period,
+    /// then returns.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for t in &self.accept_tasks {
+            t.abort();
+        }
+        let deadline = tokio::time::Instant::now() + self.grace;
+        loop {
+            let closed = self.connections.closed.notified();
+            tokio::pin!(closed);
+            closed.as_mut().enable();
+            if self.connections.open.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, closed).await.is_err() {
+                tracing::warn!(
+                    open = self.connections.open.load(Ordering::Acquire),
+                    "grace period over; closing remaining connections"
+                );
+                break;
+            }
+        }
+        if let Some(t) = &self.admin_task {
+            t.abort();
+        }
+        if let Some(log) = &self.engine.log {
+            log.flush();
+        }
+    }
+}
+
+fn http_builder(config: &Config) -> auto::Builder<TokioExecutor> {
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    let header_limit = config.limits.max_request_header.0 as usize;
+    b.http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(config.timeouts.client_idle.0)
+        .keep_alive(true)
+        // Requests over our own limit get a 431 with a reason from the service; hyper's
+        // own buffer limit (a bare 431) is only reached far beyond it.
+        .max_buf_size((2 * header_limit + 8192).max(16384))
+        .max_headers(256)
+        .pipeline_flush(true);
+    b.http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size((header_limit as u32).saturating_mul(2))
+        .max_concurrent_streams(256);
+    b
+}
+
+fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )
+    .map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))?;
+    let setup = || -> std::io::Result<()> {
+        socket.set_reuse_address(true)?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into())?;
+        socket.listen(4096)
+    };
+    setup().map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))?;
+    TcpListener::from_std(socket.into()).map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    info: Arc<ListenerInfo>,
+    engine: Arc<Engine>,
+    http: Arc<auto::Builder<TokioExecutor>>,
+    stop: watch::Receiver<bool>,
+    connections: Arc<ConnectionCount>,
+) {
+    loop {
+        let (stream, client) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                // Out of descriptors or similar: keep serving the connections we have.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let ip = client.ip().to_canonical();
+        let conn = Arc::new(ConnInfo {
+            client,
+            allowed: info.allow.iter().any(|n| n.contains(&ip)),
+            listener: info.clone(),
+        });
+        connections.open.fetch_add(1, Ordering::AcqRel);
+        tokio::spawn(serve_connection(
+            stream,
+            conn,
+            engine.clone(),
+            http.clone(),
+            stop.clone(),
+            connections.clone(),
+        ));
+    }
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    conn: Arc<ConnInfo>,
+    engine: Arc<Engine>,
+    http: Arc<auto::Builder<TokioExecutor>>,
+    mut stop: watch::Receiver<bool>,
+    connections: Arc<ConnectionCount>,
+) {
+    let service = hyper::service::service_fn(move |req| crate::service::handle(engine.clone(), conn.clone(), req));
+    let connection = http.serve_connection_with_upgrades(TokioIo::new(stream), service);
+    tokio::pin!(connection);
+    let mut stopping = *stop.borrow();
+    if stopping {
+        connection.as_mut().graceful_shutdown();
+    }
+    loop {
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!("client connection ended: {e}");
+                }
+                break;
+            }
+            changed = stop.changed(), if !stopping => {
+                if changed.is_err() || *stop.borrow() {
+                    stopping = true;
+                    connection.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+    connections.open.fetch_sub(1, Ordering::AcqRel);
+    connections.closed.notify_waiters();
+}

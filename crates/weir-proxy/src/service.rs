@@ -1,0 +1,468 @@
+//! One transaction: from a client's request to the response it gets, through the cache
+//! or an origin. The cache path (lookup, coalesced fetch, store) is in `cached.rs`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use http::header::{self, HeaderValue};
+use http::{request, Method, Request, Response, StatusCode};
+use hyper::body::Incoming;
+
+use crate::access_log::{AccessLog, LogRecord};
+use crate::body::{ProxyBody, RequestBody};
+use crate::config::{ListenMode, LimitsConfig};
+use crate::error::ProxyError;
+use crate::headers::{self, MaxForwards};
+use crate::metrics::{CacheOutcome, ErrorKind, Metrics};
+use crate::route::Router;
+use crate::upstream::{OriginAddr, Upstream, UpstreamError};
+
+/// What every transaction shares.
+pub(crate) struct Engine {
+    pub cache: weir_cache::Cache,
+    pub flights: weir_cache::Coalescer<crate::cached::FlightHead>,
+    pub upstream: Arc<Upstream>,
+    pub metrics: Arc<Metrics>,
+    pub log: Option<AccessLog>,
+    pub limits: LimitsConfig,
+    pub connect_timeout: std::time::Duration,
+}
+
+impl Engine {
+    pub(crate) fn upstream_connect_timeout(&self) -> std::time::Duration {
+        self.connect_timeout
+    }
+}
+
+/// What a listener does.
+pub(crate) struct ListenerInfo {
+    pub mode: ListenMode,
+    pub allow: Vec<ipnet::IpNet>,
+    pub connect_ports: Vec<u16>,
+    pub router: Option<Router>,
+}
+
+/// One client connection.
+pub(crate) struct ConnInfo {
+    pub client: SocketAddr,
+    pub allowed: bool,
+    pub listener: Arc<ListenerInfo>,
+}
+
+/// The result of a transaction before it is sent.
+pub(crate) struct Served {
+    pub response: Response<ProxyBody>,
+    pub outcome: CacheOutcome,
+    pub cache_status: HeaderValue,
+    pub upstream: Option<OriginAddr>,
+}
+
+/// Where a request goes and how it is named in the cache.
+pub(crate) struct Target {
+    pub origin: OriginAddr,
+    /// The Host header to send, and the authority part of the cache key.
+    pub host: HeaderValue,
+    pub path_and_query: String,
+}
+
+/// Serves one request. Never fails: errors become responses.
+pub(crate) async fn handle(
+    engine: Arc<Engine>,
+    conn: Arc<ConnInfo>,
+    req: Request<Incoming>,
+) -> Result<Response<ProxyBody>, std::convert::Infallible> {
+    let start = Instant::now();
+    let log = engine.log.as_ref().map(|_| LogInfo::new(&req));
+    let bytes_in = headers::content_length(req.headers()).unwrap_or(0);
+    let served = match transact(&engine, &conn, req).await {
+        Ok(s) => s,
+        Err(e) => error_served(&engine.metrics, e),
+    };
+    let Served {
+        mut response,
+        outcome,
+        cache_status,
+        upstream,
+    } = served;
+    response.headers_mut().insert(CACHE_STATUS, cache_status);
+    let record = TxnRecord {
+        engine: engine.clone(),
+        mode: conn.listener.mode,
+        client: conn.client,
+        outcome,
+        status: response.status().as_u16(),
+        start,
+        bytes_in,
+        log: log.map(|mut l| {
+            l.upstream = upstream.map(|u| u.to_string());
+            l.content_type = response
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            Box::new(l)
+        }),
+        completed: false,
+        body_failed: false,
+    };
+    response.body_mut().attach(Box::new(record));
+    Ok(response)
+}
+
+pub(crate) const CACHE_STATUS: header::HeaderName = header::HeaderName::from_static("cache-status");
+
+fn error_served(metrics: &Metrics, e: ProxyError) -> Served {
+    if let Some(kind) = e.kind {
+        metrics.error(kind);
+    }
+    let denied = e.status.is_client_error();
+    let cache_status = if denied {
+        HeaderValue::from_static("weir; detail=refused")
+    } else if e.status == StatusCode::GATEWAY_TIMEOUT && e.kind.is_none() {
+        HeaderValue::from_static("weir; fwd=miss; detail=only-if-cached")
+    } else {
+        HeaderValue::from_static("weir; fwd=miss; detail=origin-error")
+    };
+    Served {
+        response: e.into_response(),
+        outcome: if denied { CacheOutcome::Denied } else { CacheOutcome::Error },
+        cache_status,
+        upstream: None,
+    }
+}
+
+async fn transact(engine: &Arc<Engine>, conn: &ConnInfo, req: Request<Incoming>) -> Result<Served, ProxyError> {
+    if !conn.allowed {
+        return Err(ProxyError::forbidden(format!(
+            "client {} is not allowed to use this proxy",
+            conn.client.ip()
+        )));
+    }
+    if headers::ambiguous_framing(req.headers()) {
+        return Err(ProxyError::bad_request(
+            "ambiguous message framing (Content-Length with Transfer-Encoding, or conflicting Content-Length)",
+        )
+        .closing());
+    }
+    let limit = engine.limits.max_request_header.0 as usize;
+    if headers::header_section_len(req.headers()) + req.uri().to_string().len() > limit {
+        return Err(ProxyError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ErrorKind::HeaderTooLarge,
+            format!("request header section is larger than {limit} bytes"),
+        ));
+    }
+    if req.method() == Method::CONNECT {
+        return match conn.listener.mode {
+            ListenMode::Forward => crate::tunnel::connect(engine, conn, req).await,
+            ListenMode::Reverse => Err(ProxyError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                ErrorKind::BadRequest,
+                "CONNECT is not allowed on a reverse-proxy listener",
+            )),
+        };
+    }
+    let target = resolve_target(conn, &req)?;
+    let max_body = engine.limits.max_request_body.0;
+    if headers::content_length(req.headers()).is_some_and(|n| n > max_body) {
+        return Err(body_too_large(max_body));
+    }
+    let (mut parts, body) = req.into_parts();
+    match headers::max_forwards(&parts.method, &mut parts.headers) {
+        MaxForwards::AnswerHere => return Ok(answer_here(&parts)),
+        MaxForwards::Absent | MaxForwards::Decremented => {}
+    }
+    if crate::cached::is_cache_candidate(&parts) {
+        drop(body);
+        return crate::cached::serve(engine, parts, target).await;
+    }
+    let body = if body_is_empty(&parts, &body) {
+        RequestBody::Empty
+    } else {
+        RequestBody::Client {
+            inner: body,
+            remaining: max_body,
+        }
+    };
+    let unsafe_method = matches!(parts.method, Method::POST | Method::PUT | Method::DELETE | Method::PATCH);
+    let cache_status = HeaderValue::from_static(if unsafe_method || parts.method != Method::GET {
+        "weir; fwd=method"
+    } else {
+        "weir; fwd=bypass"
+    });
+    let upstream_req = upstream_request(&parts, &target, body, false);
+    let response = forward(engine, &target.origin, upstream_req).await?;
+    if unsafe_method && (response.status().is_success() || response.status().is_redirection()) {
+        crate::cached::invalidate_after_write(engine, &target, response.headers());
+    }
+    Ok(Served {
+        response,
+        outcome: CacheOutcome::Bypass,
+        cache_status,
+        upstream: Some(target.origin),
+    })
+}
+
+fn body_is_empty(parts: &request::Parts, body: &Incoming) -> bool {
+    use http_body::Body as _;
+    body.is_end_stream()
+        || (!parts.headers.contains_key(header::TRANSFER_ENCODING)
+            && headers::content_length(&parts.headers).unwrap_or(0) == 0)
+}
+
+pub(crate) fn body_too_large(max: u64) -> ProxyError {
+    ProxyError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorKind::BodyTooLarge,
+        format!("request body is larger than {max} bytes"),
+    )
+    .closing()
+}
+
+/// Finds the origin and the names to use for it.
+fn resolve_target(conn: &ConnInfo, req: &Request<Incoming>) -> Result<Target, ProxyError> {
+    let uri = req.uri();
+    let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+    match conn.listener.mode {
+        ListenMode::Forward => {
+            match uri.scheme_str() {
+                Some("http") => {}
+                Some("https") => {
+                    return Err(ProxyError::bad_request(
+                        "https:// URLs go through a CONNECT tunnel, not a plain request",
+                    ))
+                }
+                Some(other) => return Err(ProxyError::bad_request(format!("unsupported URL scheme `{other}`"))),
+                None => {
+                    return Err(ProxyError::bad_request(
+                        "this is a forward proxy: request an absolute http:// URL",
+                    ))
+                }
+            }
+            let authority = uri
+                .authority()
+                .ok_or_else(|| ProxyError::bad_request("the URL has no host"))?;
+            if authority.as_str().contains('@') {
+                return Err(ProxyError::bad_request("user info in the URL is not allowed"));
+            }
+            let host = authority.host().trim_start_matches('[').trim_end_matches(']');
+            if host.is_empty() {
+                return Err(ProxyError::bad_request("the URL has no host"));
+            }
+            let port = authority.port_u16().unwrap_or(80);
+            // RFC 9112 §3.2.2: the target URI's authority replaces any Host received.
+            let host_header = match authority.port_u16() {
+                Some(80) => HeaderValue::from_str(authority.as_str().trim_end_matches(":80")),
+                _ => HeaderValue::from_str(authority.as_str()),
+            }
+            .map_err(|_| ProxyError::bad_request("invalid host in the URL"))?;
+            Ok(Target {
+                origin: OriginAddr {
+                    host: host.to_string(),
+                    port,
+                },
+                host: host_header,
+                path_and_query,
+            })
+        }
+        ListenMode::Reverse => {
+            let host = match req.headers().get(header::HOST) {
+                Some(h) => h.clone(),
+                None => match uri.authority() {
+                    Some(a) => HeaderValue::from_str(a.as_str())
+                        .map_err(|_| ProxyError::bad_request("invalid :authority"))?,
+                    None => return Err(ProxyError::bad_request("missing Host header")),
+                },
+            };
+            let router = conn.listener.router.as_ref().expect("reverse listeners have a router");
+            let origin = router
+                .route(host.to_str().ok(), uri.path())
+                .ok_or_else(|| ProxyError::bad_gateway("no origin is configured for this host and path"))?
+                .clone();
+            Ok(Target {
+                origin,
+                host,
+                path_and_query,
+            })
+        }
+    }
+}
+
+/// The request to send to the origin: origin-form target, hop-by-hop fields removed,
+/// `Via` added, Host set. `strip_conditionals` removes the client's validators when
+/// Weir will answer them itself from a full response.
+pub(crate) fn upstream_request(
+    parts: &request::Parts,
+    target: &Target,
+    body: RequestBody,
+    strip_conditionals: bool,
+) -> Request<RequestBody> {
+    let mut headers = parts.headers.clone();
+    headers::remove_hop_by_hop(&mut headers);
+    // Weir reads the client's body only when it forwards it, which is what makes hyper
+    // send `100 Continue`; the origin need not see the expectation.
+    headers.remove(header::EXPECT);
+    if strip_conditionals {
+        headers.remove(header::IF_NONE_MATCH);
+        headers.remove(header::IF_MODIFIED_SINCE);
+    }
+    headers.insert(header::HOST, target.host.clone());
+    headers::append_via(&mut headers, parts.version);
+    let mut req = Request::new(body);
+    *req.method_mut() = parts.method.clone();
+    *req.uri_mut() = target
+        .path_and_query
+        .parse()
+        .unwrap_or_else(|_| http::Uri::from_static("/"));
+    *req.headers_mut() = headers;
+    req
+}
+
+/// Sends a request to the origin and streams its response back unchanged (apart from
+/// hop-by-hop fields and `Via`).
+pub(crate) async fn forward(
+    engine: &Engine,
+    origin: &OriginAddr,
+    req: Request<RequestBody>,
+) -> Result<Response<ProxyBody>, ProxyError> {
+    let response = engine
+        .upstream
+        .send(origin, req)
+        .await
+        .map_err(|e| upstream_error(origin, e, engine.limits.max_request_body.0))?;
+    let (mut parts, body) = response.into_parts();
+    headers::remove_hop_by_hop(&mut parts.headers);
+    headers::append_via(&mut parts.headers, parts.version);
+    Ok(Response::from_parts(parts, ProxyBody::upstream(body)))
+}
+
+pub(crate) fn upstream_error(origin: &OriginAddr, e: UpstreamError, max_body: u64) -> ProxyError {
+    match e {
+        UpstreamError::Connect(reason) => ProxyError::bad_gateway(reason),
+        UpstreamError::Timeout => ProxyError::gateway_timeout(format!("origin {origin} did not answer in time")),
+        UpstreamError::BodyTooLarge => body_too_large(max_body),
+        UpstreamError::Protocol(reason) => ProxyError::new(
+            StatusCode::BAD_GATEWAY,
+            ErrorKind::OriginProtocol,
+            format!("origin {origin} failed: {reason}"),
+        ),
+    }
+}
+
+/// `Max-Forwards: 0` on TRACE or OPTIONS: the proxy is the final recipient.
+fn answer_here(parts: &request::Parts) -> Served {
+    let mut response = if parts.method == Method::TRACE {
+        let mut text = format!("TRACE {} {:?}\r\n", parts.uri, parts.version);
+        for (k, v) in &parts.headers {
+            // Credentials are not echoed (RFC 9110 §9.3.8).
+            if k == header::AUTHORIZATION || k == header::COOKIE || k == header::PROXY_AUTHORIZATION {
+                continue;
+            }
+            text.push_str(&format!("{}: {}\r\n", k, String::from_utf8_lossy(v.as_bytes())));
+        }
+        let mut r = Response::new(ProxyBody::full(text.into()));
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("message/http"));
+        r
+    } else {
+        let mut r = Response::new(ProxyBody::empty());
+        r.headers_mut().insert(
+            header::ALLOW,
+            HeaderValue::from_static("GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, TRACE, CONNECT"),
+        );
+        r.headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
+        r
+    };
+    headers::append_via(response.headers_mut(), http::Version::HTTP_11);
+    Served {
+        response,
+        outcome: CacheOutcome::Bypass,
+        cache_status: HeaderValue::from_static("weir; detail=max-forwards"),
+        upstream: None,
+    }
+}
+
+/// Request details kept for the access log (only when it is on).
+pub(crate) struct LogInfo {
+    start: SystemTime,
+    method: String,
+    url: String,
+    version: http::Version,
+    upstream: Option<String>,
+    content_type: Option<String>,
+    user_agent: Option<String>,
+    referer: Option<String>,
+}
+
+impl LogInfo {
+    fn new(req: &Request<Incoming>) -> LogInfo {
+        let header = |name| {
+            req.headers()
+                .get(name)
+                .and_then(|v: &HeaderValue| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        LogInfo {
+            start: SystemTime::now(),
+            method: req.method().to_string(),
+            url: req.uri().to_string(),
+            version: req.version(),
+            upstream: None,
+            content_type: None,
+            user_agent: header(header::USER_AGENT),
+            referer: header(header::REFERER),
+        }
+    }
+}
+
+/// A transaction in progress, completed when its response body ends or is dropped.
+pub(crate) struct TxnRecord {
+    engine: Arc<Engine>,
+    mode: ListenMode,
+    client: SocketAddr,
+    outcome: CacheOutcome,
+    status: u16,
+    start: Instant,
+    bytes_in: u64,
+    log: Option<Box<LogInfo>>,
+    /// The whole body was sent.
+    pub completed: bool,
+    /// The body failed mid-way (origin cut it).
+    pub body_failed: bool,
+}
+
+impl TxnRecord {
+    pub(crate) fn finish(self: Box<Self>, bytes_out: u64) {
+        let elapsed = self.start.elapsed();
+        let m = &self.engine.metrics;
+        let outcome = if self.body_failed {
+            m.error(ErrorKind::OriginProtocol);
+            CacheOutcome::Error
+        } else {
+            if !self.completed {
+                m.error(ErrorKind::ClientAborted);
+            }
+            self.outcome
+        };
+        m.request_done(self.mode, outcome, elapsed, self.bytes_in, bytes_out);
+        if let (Some(log), Some(access_log)) = (&self.log, &self.engine.log) {
+            access_log.log(&LogRecord {
+                start: log.start,
+                elapsed,
+                client: self.client,
+                method: &log.method,
+                url: &log.url,
+                version: log.version,
+                status: self.status,
+                bytes_out,
+                outcome,
+                upstream: log.upstream.as_deref(),
+                content_type: log.content_type.as_deref(),
+                user_agent: log.user_agent.as_deref(),
+                referer: log.referer.as_deref(),
+            });
+        }
+    }
+}

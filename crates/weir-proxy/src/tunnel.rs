@@ -1,0 +1,70 @@
+//! CONNECT tunnels (forward mode): TCP to an allowed port, bytes copied both ways.
+
+use std::sync::Arc;
+
+use http::{HeaderValue, Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use crate::body::ProxyBody;
+use crate::error::ProxyError;
+use crate::metrics::{CacheOutcome, ErrorKind};
+use crate::service::{ConnInfo, Engine, Served};
+use crate::upstream::OriginAddr;
+
+pub(crate) async fn connect(engine: &Arc<Engine>, conn: &ConnInfo, req: Request<Incoming>) -> Result<Served, ProxyError> {
+    let Some(authority) = req.uri().authority() else {
+        return Err(ProxyError::bad_request("CONNECT needs a host:port target"));
+    };
+    let Some(port) = authority.port_u16() else {
+        return Err(ProxyError::bad_request("CONNECT needs a host:port target"));
+    };
+    if !conn.listener.connect_ports.contains(&port) {
+        return Err(ProxyError::forbidden(format!("CONNECT to port {port} is not allowed")));
+    }
+    let target = OriginAddr {
+        host: authority.host().trim_start_matches('[').trim_end_matches(']').to_string(),
+        port,
+    };
+    let connect = tokio::net::lookup_host((target.host.as_str(), port));
+    let stream = match tokio::time::timeout(engine.upstream_connect_timeout(), async {
+        let mut last = None;
+        for addr in connect.await? {
+            match TcpStream::connect(addr).await {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("no address")))
+    })
+    .await
+    {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(ProxyError::bad_gateway(format!("cannot connect to {target}: {e}"))),
+        Err(_) => {
+            return Err(ProxyError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                ErrorKind::OriginTimeout,
+                format!("connecting to {target} timed out"),
+            ))
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    tokio::spawn(async move {
+        match hyper::upgrade::on(req).await {
+            Ok(upgraded) => {
+                let mut client = TokioIo::new(upgraded);
+                let mut server = stream;
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+            }
+            Err(e) => tracing::debug!("CONNECT upgrade failed: {e}"),
+        }
+    });
+    Ok(Served {
+        response: Response::new(ProxyBody::empty()),
+        outcome: CacheOutcome::Tunnel,
+        cache_status: HeaderValue::from_static("weir; fwd=bypass; detail=tunnel"),
+        upstream: Some(target),
+    })
+}

@@ -1,0 +1,108 @@
+//! The `weir` command: runs the proxy, or checks a configuration file.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use weir_proxy::{Config, Server};
+
+/// Weir: an extensible, high-performance caching HTTP proxy.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the proxy (on the embedded defaults when no file is given).
+    Run {
+        /// The configuration file.
+        #[arg(short, long)]
+        config: Option<PathBuf>,
+    },
+    /// Check a configuration file and exit: 0 when valid, 2 with the first error otherwise.
+    Check {
+        /// The configuration file.
+        #[arg(short, long)]
+        config: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    match cli.command {
+        None => run(Config::default()),
+        Some(Command::Run { config: None }) => run(Config::default()),
+        Some(Command::Run { config: Some(path) }) => match Config::load(&path) {
+            Ok(config) => run(config),
+            Err(e) => {
+                eprintln!("weir: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Some(Command::Check { config }) => match Config::load(&config) {
+            Ok(_) => {
+                println!("{}: ok", config.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("weir: {e}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WEIR_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn run(config: Config) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("weir: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let server = match Server::start(config).await {
+            Ok(server) => server,
+            Err(e) => {
+                eprintln!("weir: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        wait_for_stop_signal().await;
+        tracing::info!("stopping: no new connections; finishing transactions in flight");
+        server.shutdown().await;
+        ExitCode::SUCCESS
+    })
+}
+
+async fn wait_for_stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // Without signal handlers the process still stops on SIGTERM, just not gracefully.
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
