@@ -128,6 +128,12 @@ cleanup() {
         if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
         wait "$pid" 2>/dev/null || true
     done
+    # The servers' own output (errors, panics) is worth keeping with the results.
+    if [ -n "${RAW:-}" ] && [ -d "$RAW" ]; then
+        for f in origin-error.log nginx-error.log weir.log; do
+            if [ -s "$TMP/$f" ]; then cp "$TMP/$f" "$RAW/$f"; fi
+        done
+    fi
     if [ "$KEEP_TMP" = 1 ]; then log "kept $TMP"; else rm -rf "$TMP"; fi
     exit "$rc"
 }
@@ -334,15 +340,18 @@ proxy_pids() { # $1 = proxy
             fi;;
     esac
 }
-cpu_ticks() { # sum of utime+stime (clock ticks) over the given pids
-    local total=0 pid stat rest
+cpu_snapshot() { # one "pid ticks" line per live pid: utime+stime in clock ticks
+    local pid stat rest
     for pid in "$@"; do
-        stat="$(cat "/proc/$pid/stat")" || die "process $pid is gone"
+        stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || continue
         rest="${stat##*) }"  # fields from 3 (state) on; comm may hold spaces
         set -- $rest
-        total=$(( total + ${12} + ${13} ))  # fields 14 (utime) and 15 (stime)
+        echo "$pid $(( ${12} + ${13} ))"  # fields 14 (utime) and 15 (stime)
     done
-    echo "$total"
+}
+cpu_delta() { # $1, $2 = snapshots: ticks used by the pids found in both
+    awk 'NR == FNR { t0[$1] = $2; next } ($1 in t0) { d += $2 - t0[$1] } END { print d + 0 }' \
+        <(echo "$1") <(echo "$2")
 }
 proxy_port() { case "$1" in weir) echo "$PORT_WEIR";; nginx) echo "$PORT_NGINX";; esac; }
 
@@ -351,8 +360,10 @@ check_hit() { # $1 = proxy, $2 = size; fetch until a cache hit is seen (at most 
     want_bytes=$(size_bytes "$2")
     hdr="$TMP/headers"
     for i in 1 2 3 4 5; do
-        out="$(curl -s -D "$hdr" -o /dev/null --max-time 5 -w '%{http_code} %{size_download}' "$url")" ||
-            die "$1: request to $url failed"
+        if ! out="$(curl -sS -D "$hdr" -o /dev/null --max-time 5 -w '%{http_code} %{size_download}' "$url" 2>"$TMP/curl-error")"; then
+            kill -0 "$(proxy_pids "$1" | head -n1)" 2>/dev/null || die "$1 is no longer running (its log is kept with the results)"
+            die "$1: request $i to $url failed: $(cat "$TMP/curl-error")"
+        fi
         code="${out%% *}"; got="${out##* }"
         [ "$code" = 200 ] || die "$1: $url answered $code"
         [ "$got" = "$want_bytes" ] || die "$1: $url returned $got bytes, expected $want_bytes"
@@ -398,19 +409,33 @@ TSV="$RAW/runs.tsv"
 printf 'proxy\tsize\trun\trequests\tduration_s\tcpu_s\treq_per_cpu_s\treq_per_s_wall\tp50_us\tp99_us\tnon2xx\tsock_connect\tsock_read\tsock_write\tsock_timeout\n' >"$TSV"
 
 measure() { # $1 = proxy, $2 = size, $3 = run number
-    local proxy="$1" size="$2" run="$3" url pids pids_after t0 t1 out stat
+    local proxy="$1" size="$2" run="$3" url pids pids_after loaders s0 s1 pid out stat
     url="http://127.0.0.1:$(proxy_port "$proxy")/$size"
     check_hit "$proxy" "$size"
     pids=$(proxy_pids "$proxy" | tr '\n' ' ')
-    t0=$(cpu_ticks $pids)
+    s0=$(cpu_snapshot $pids)
+    loaders=" "
+    for pid in $pids; do
+        if grep -q 'cache loader' "/proc/$pid/cmdline" 2>/dev/null; then loaders+="$pid "; fi
+    done
     out="$RAW/wrk-$proxy-$size-$run.txt"
     wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$TMP/report.lua" "$url" >"$out" 2>&1 ||
         { cat "$out" >&2; die "wrk failed against $proxy"; }
-    t1=$(cpu_ticks $pids)
+    s1=$(cpu_snapshot $pids)
+    kill -0 "$(proxy_pids "$proxy" | head -n1)" 2>/dev/null || die "$proxy exited during the run"
+    # nginx's cache loader exits by itself about a minute after start; any
+    # other process that came or went means CPU time went uncounted.
     pids_after=$(proxy_pids "$proxy" | tr '\n' ' ')
-    [ "$pids" = "$pids_after" ] || log "warning: $proxy processes changed during the run ($pids-> $pids_after)"
+    for pid in $pids; do
+        [[ " $pids_after " == *" $pid "* ]] || [[ "$loaders" == *" $pid "* ]] ||
+            log "warning: $proxy process $pid exited during run $run; its CPU time is not counted"
+    done
+    for pid in $pids_after; do
+        [[ " $pids " == *" $pid "* ]] ||
+            log "warning: $proxy process $pid started during run $run; its CPU time is not counted"
+    done
     stat="$(grep '^WRKSTAT ' "$out" | tail -n1)" || die "no WRKSTAT line in $out"
-    awk -v proxy="$proxy" -v size="$size" -v run="$run" -v ticks=$(( t1 - t0 )) -v hz="$CLK_TCK" '
+    awk -v proxy="$proxy" -v size="$size" -v run="$run" -v ticks="$(cpu_delta "$s0" "$s1")" -v hz="$CLK_TCK" '
         {
             for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
             cpu = ticks / hz
@@ -433,11 +458,6 @@ for size in "${SIZES[@]}"; do
             measure "$proxy" "$size" "$run"
         done
     done
-done
-
-# Unexpected output from the servers (errors, panics) is worth keeping.
-for f in origin-error.log nginx-error.log weir.log; do
-    [ -s "$TMP/$f" ] && cp "$TMP/$f" "$RAW/$f"
 done
 
 echo "loadavg_after=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RAW/env.txt"

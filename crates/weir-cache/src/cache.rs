@@ -76,7 +76,9 @@ impl Cache {
     /// Stores a complete response to `request` under the URL key `key`, as a variant
     /// when it carries `Vary`. Returns whether it was stored.
     pub fn store(&self, key: &CacheKey, request: &request::Parts, object: CachedObject) -> bool {
-        if object.varies_on_everything() || object.body.len() as u64 > self.settings.max_object_bytes {
+        if object.varies_on_everything()
+            || object.body.len() as u64 > self.settings.max_object_bytes
+        {
             return false;
         }
         let object = Arc::new(object);
@@ -94,7 +96,8 @@ impl Cache {
                     self.remove_variants(&old);
                 }
                 let set = Arc::new(VariantSet::new(object.vary.clone()));
-                self.storage.insert(key.clone(), StoredItem::Variants(set.clone()));
+                self.storage
+                    .insert(key.clone(), StoredItem::Variants(set.clone()));
                 set
             }
         };

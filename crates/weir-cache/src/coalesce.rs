@@ -50,7 +50,11 @@ impl<H: Clone> Coalescer<H> {
     /// `recheck` runs under the table's lock when there is no flight, so a fetch that
     /// just finished and stored its response is found instead of fetched again; when it
     /// returns `Some`, that value is returned and no flight is created.
-    pub fn join<T>(&self, key: &CacheKey, recheck: impl FnOnce() -> Option<T>) -> Result<Join<H>, T> {
+    pub fn join<T>(
+        &self,
+        key: &CacheKey,
+        recheck: impl FnOnce() -> Option<T>,
+    ) -> Result<Join<H>, T> {
         let mut flights = lock(&self.flights);
         if let Some(flight) = flights.get(key) {
             if let Some(reader) = flight.reader() {
@@ -363,7 +367,9 @@ mod tests {
             panic!()
         };
         flight.stop_retaining();
-        assert!(c.join(&key(), || None::<()>).is_ok_and(|j| matches!(j, Join::Leader(..))));
+        assert!(c
+            .join(&key(), || None::<()>)
+            .is_ok_and(|j| matches!(j, Join::Leader(..))));
         flight.push(Bytes::from(vec![0u8; 1000])).await;
         r.next_chunk().await.unwrap().unwrap();
         assert_eq!(lock(&flight.state).buffered, 0);

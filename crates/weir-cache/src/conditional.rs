@@ -76,15 +76,34 @@ mod tests {
     #[test]
     fn etags_compare_weakly() {
         let resp = headers(&[("etag", "\"v1\"")]);
-        assert!(not_modified(StatusCode::OK, &resp, &headers(&[("if-none-match", "W/\"v1\"")])));
-        assert!(not_modified(StatusCode::OK, &resp, &headers(&[("if-none-match", "\"x\", \"v1\"")])));
-        assert!(!not_modified(StatusCode::OK, &resp, &headers(&[("if-none-match", "\"v2\"")])));
-        assert!(!not_modified(StatusCode::NOT_FOUND, &resp, &headers(&[("if-none-match", "\"v1\"")])));
+        assert!(not_modified(
+            StatusCode::OK,
+            &resp,
+            &headers(&[("if-none-match", "W/\"v1\"")])
+        ));
+        assert!(not_modified(
+            StatusCode::OK,
+            &resp,
+            &headers(&[("if-none-match", "\"x\", \"v1\"")])
+        ));
+        assert!(!not_modified(
+            StatusCode::OK,
+            &resp,
+            &headers(&[("if-none-match", "\"v2\"")])
+        ));
+        assert!(!not_modified(
+            StatusCode::NOT_FOUND,
+            &resp,
+            &headers(&[("if-none-match", "\"v1\"")])
+        ));
     }
 
     #[test]
     fn if_none_match_takes_precedence_over_dates() {
-        let resp = headers(&[("etag", "\"v1\""), ("last-modified", "Sun, 06 Nov 1994 08:49:37 GMT")]);
+        let resp = headers(&[
+            ("etag", "\"v1\""),
+            ("last-modified", "Sun, 06 Nov 1994 08:49:37 GMT"),
+        ]);
         let req = headers(&[
             ("if-none-match", "\"v2\""),
             ("if-modified-since", "Sun, 06 Nov 1994 08:49:37 GMT"),

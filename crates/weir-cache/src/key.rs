@@ -15,13 +15,18 @@ pub struct CacheKey(Arc<str>);
 impl CacheKey {
     /// The key of a URL. GET and HEAD share it (a HEAD is answered from a stored GET).
     pub fn for_url(scheme: &str, authority: &str, path_and_query: &str) -> CacheKey {
-        let mut s = String::with_capacity(scheme.len() + 3 + authority.len() + path_and_query.len());
+        let mut s =
+            String::with_capacity(scheme.len() + 3 + authority.len() + path_and_query.len());
         s.push_str(scheme);
         s.push_str("://");
         for c in authority.chars() {
             s.push(c.to_ascii_lowercase());
         }
-        s.push_str(if path_and_query.is_empty() { "/" } else { path_and_query });
+        s.push_str(if path_and_query.is_empty() {
+            "/"
+        } else {
+            path_and_query
+        });
         CacheKey(s.into())
     }
 

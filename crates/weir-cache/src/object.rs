@@ -88,8 +88,15 @@ impl CachedObject {
         now: SystemTime,
     ) -> Option<CachedObject> {
         let headers = policy::merge_not_modified(&self.headers, &not_modified.headers);
-        let policy = self.policy.revalidated(request, not_modified, &headers, now)?;
-        Some(CachedObject::new(self.status, headers, self.body.clone(), policy))
+        let policy = self
+            .policy
+            .revalidated(request, not_modified, &headers, now)?;
+        Some(CachedObject::new(
+            self.status,
+            headers,
+            self.body.clone(),
+            policy,
+        ))
     }
 
     /// Would the client's own conditional request be answered 304 by this object?

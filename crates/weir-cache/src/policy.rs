@@ -49,8 +49,8 @@ impl StoragePolicy {
 
     fn from_inner(inner: CachePolicy, headers: &HeaderMap, now: SystemTime) -> StoragePolicy {
         let fresh_until = now + inner.time_to_live(now);
-        let has_validator =
-            headers.contains_key(http::header::ETAG) || headers.contains_key(http::header::LAST_MODIFIED);
+        let has_validator = headers.contains_key(http::header::ETAG)
+            || headers.contains_key(http::header::LAST_MODIFIED);
         StoragePolicy {
             inner,
             fresh_until,

@@ -135,11 +135,65 @@ impl Body for ProxyBody {
     }
 }
 
-/// The body of a request sent to an origin: nothing, or the client's body, checked
-/// against the configured limit as it streams.
+/// The body of a request sent to an origin: nothing, a body read in full, or the
+/// client's body (after what was read ahead), checked against the limit as it streams.
 pub(crate) enum RequestBody {
     Empty,
-    Client { inner: Incoming, remaining: u64 },
+    Buffered(Option<Bytes>),
+    Client {
+        read_ahead: std::collections::VecDeque<Bytes>,
+        inner: Incoming,
+        remaining: u64,
+    },
+}
+
+/// A body of unknown length is read ahead up to this much (or the limit, if smaller)
+/// before the origin is contacted, so that most bodies over a limit are refused with
+/// a 413 before anything is forwarded, and small ones are sent with a Content-Length.
+const READ_AHEAD: u64 = 64 << 10;
+
+/// Why reading ahead failed.
+pub(crate) enum ReadAheadError {
+    TooLarge,
+    Client(hyper::Error),
+}
+
+impl RequestBody {
+    /// The client's body of unknown length, read ahead as far as [`READ_AHEAD`].
+    pub(crate) async fn read_ahead(
+        mut inner: Incoming,
+        limit: u64,
+    ) -> Result<RequestBody, ReadAheadError> {
+        let mut chunks: std::collections::VecDeque<Bytes> = std::collections::VecDeque::new();
+        let mut total: u64 = 0;
+        let window = READ_AHEAD.min(limit);
+        while total <= window {
+            match std::future::poll_fn(|cx| Pin::new(&mut inner).poll_frame(cx)).await {
+                None => {
+                    let mut all = bytes::BytesMut::with_capacity(total as usize);
+                    for c in chunks {
+                        all.extend_from_slice(&c);
+                    }
+                    return Ok(RequestBody::Buffered(Some(all.freeze())));
+                }
+                Some(Err(e)) => return Err(ReadAheadError::Client(e)),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        total += data.len() as u64;
+                        chunks.push_back(data);
+                    }
+                }
+            }
+        }
+        if total > limit {
+            return Err(ReadAheadError::TooLarge);
+        }
+        Ok(RequestBody::Client {
+            read_ahead: chunks,
+            inner,
+            remaining: limit - total,
+        })
+    }
 }
 
 /// The client's body went over `[limits] max_request_body`.
@@ -164,8 +218,14 @@ impl Body for RequestBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match &mut *self {
             RequestBody::Empty => Poll::Ready(None),
-            RequestBody::Client { inner, remaining } => {
-                match Pin::new(inner).poll_frame(cx) {
+            RequestBody::Buffered(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            RequestBody::Client {
+                read_ahead,
+                inner,
+                remaining,
+            } => match read_ahead.pop_front() {
+                Some(chunk) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
+                None => match Pin::new(inner).poll_frame(cx) {
                     Poll::Ready(Some(Ok(frame))) => {
                         if let Some(data) = frame.data_ref() {
                             let n = data.len() as u64;
@@ -179,22 +239,38 @@ impl Body for RequestBody {
                     Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(e)))),
                     Poll::Ready(None) => Poll::Ready(None),
                     Poll::Pending => Poll::Pending,
-                }
-            }
+                },
+            },
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             RequestBody::Empty => true,
-            RequestBody::Client { inner, .. } => inner.is_end_stream(),
+            RequestBody::Buffered(b) => b.is_none(),
+            RequestBody::Client {
+                read_ahead, inner, ..
+            } => read_ahead.is_empty() && inner.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
             RequestBody::Empty => SizeHint::with_exact(0),
-            RequestBody::Client { inner, .. } => inner.size_hint(),
+            RequestBody::Buffered(b) => {
+                SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64))
+            }
+            RequestBody::Client {
+                read_ahead, inner, ..
+            } => {
+                let ahead: u64 = read_ahead.iter().map(|c| c.len() as u64).sum();
+                let mut hint = inner.size_hint();
+                hint.set_lower(hint.lower() + ahead);
+                if let Some(upper) = hint.upper() {
+                    hint.set_upper(upper + ahead);
+                }
+                hint
+            }
         }
     }
 }

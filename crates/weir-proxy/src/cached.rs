@@ -53,7 +53,12 @@ fn request_directive(headers: &HeaderMap, name: &str) -> bool {
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|s| s.split(','))
-        .any(|d| d.trim().split('=').next().is_some_and(|n| n.trim().eq_ignore_ascii_case(name)))
+        .any(|d| {
+            d.trim()
+                .split('=')
+                .next()
+                .is_some_and(|n| n.trim().eq_ignore_ascii_case(name))
+        })
 }
 
 fn cache_key(target: &Target) -> CacheKey {
@@ -65,12 +70,18 @@ fn cache_key(target: &Target) -> CacheKey {
 }
 
 /// Serves a GET or HEAD through the cache.
-pub(crate) async fn serve(engine: &Arc<Engine>, parts: request::Parts, target: Target) -> Result<Served, ProxyError> {
+pub(crate) async fn serve(
+    engine: &Arc<Engine>,
+    parts: request::Parts,
+    target: Target,
+) -> Result<Served, ProxyError> {
     let key = cache_key(&target);
     let now = SystemTime::now();
     let only_if_cached = request_directive(&parts.headers, "only-if-cached");
     let stale = match engine.cache.lookup(&key, &parts, now) {
-        Lookup::Fresh(object) => return Ok(serve_object(&object, &parts, now, CacheOutcome::Hit, HIT)),
+        Lookup::Fresh(object) => {
+            return Ok(serve_object(&object, &parts, now, CacheOutcome::Hit, HIT))
+        }
         Lookup::Stale(object) => Some(object),
         Lookup::Miss => None,
     };
@@ -119,7 +130,9 @@ pub(crate) async fn serve(engine: &Arc<Engine>, parts: request::Parts, target: T
             let usable = match reader.head().await.as_deref() {
                 Some(FlightOutcome::Response(h)) => {
                     h.shareable
-                        && h.vary.as_ref().is_none_or(|(names, leader)| key.variant(names, &parts.headers) == *leader)
+                        && h.vary.as_ref().is_none_or(|(names, leader)| {
+                            key.variant(names, &parts.headers) == *leader
+                        })
                 }
                 _ => true,
             };
@@ -207,7 +220,10 @@ async fn serve_flight(
         FlightOutcome::Response(h) => h,
     };
     let (outcome, cache_status) = if follower {
-        (CacheOutcome::Collapsed, HeaderValue::from_static("weir; fwd=miss; collapsed"))
+        (
+            CacheOutcome::Collapsed,
+            HeaderValue::from_static("weir; fwd=miss; collapsed"),
+        )
     } else {
         (h.outcome, h.cache_status.clone())
     };
@@ -217,7 +233,10 @@ async fn serve_flight(
         cache_status,
         upstream: (!follower).then(|| origin.clone()),
     };
-    if h.status == StatusCode::OK && h.shareable && client_conditional_matches(&h.headers, &parts.headers) {
+    if h.status == StatusCode::OK
+        && h.shareable
+        && client_conditional_matches(&h.headers, &parts.headers)
+    {
         let mut r = Response::new(ProxyBody::empty());
         *r.status_mut() = StatusCode::NOT_MODIFIED;
         *r.headers_mut() = not_modified_from(&h.headers);
@@ -269,11 +288,12 @@ impl Fetch {
                 if let Some(kind) = e.kind {
                     engine.metrics.error(kind);
                 }
-                self.flight.set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
-                    status: e.status,
-                    kind: None,
-                    reason: e.reason,
-                })));
+                self.flight
+                    .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
+                        status: e.status,
+                        kind: None,
+                        reason: e.reason,
+                    })));
                 return self.end(false);
             }
         };
@@ -289,12 +309,22 @@ impl Fetch {
         headers::remove_hop_by_hop(&mut parts.headers);
         headers::append_via(&mut parts.headers, parts.version);
         let max_object = engine.cache.settings().max_object_bytes;
-        let policy = StoragePolicy::new(&self.request, &parts, now, engine.cache.settings().heuristic_fraction);
-        let declared_too_big = headers::content_length(&parts.headers).is_some_and(|n| n > max_object);
+        let policy = StoragePolicy::new(
+            &self.request,
+            &parts,
+            now,
+            engine.cache.settings().heuristic_fraction,
+        );
+        let declared_too_big =
+            headers::content_length(&parts.headers).is_some_and(|n| n > max_object);
         let mut storing = policy.is_worth_storing(now)
             && !declared_too_big
             && parts.status != StatusCode::PARTIAL_CONTENT
-            && !parts.headers.get_all(header::VARY).iter().any(|v| v.as_bytes().contains(&b'*'));
+            && !parts
+                .headers
+                .get_all(header::VARY)
+                .iter()
+                .any(|v| v.as_bytes().contains(&b'*'));
         let outcome = if self.stale.is_some() {
             CacheOutcome::RefreshModified
         } else {
@@ -318,14 +348,15 @@ impl Fetch {
             let leader = self.key.variant(&names, &self.request.headers);
             (names, leader)
         });
-        self.flight.set_head(Arc::new(FlightOutcome::Response(FetchedHead {
-            status: parts.status,
-            headers: parts.headers.clone(),
-            shareable: storing,
-            outcome,
-            cache_status,
-            vary,
-        })));
+        self.flight
+            .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
+                status: parts.status,
+                headers: parts.headers.clone(),
+                shareable: storing,
+                outcome,
+                cache_status,
+                vary,
+            })));
         let mut received: u64 = 0;
         loop {
             let chunk = tokio::select! {
@@ -363,14 +394,15 @@ impl Fetch {
         let headers = object.response_headers(now);
         let body = object.body.clone();
         self.engine.cache.store(&self.key, &self.request, object);
-        self.flight.set_head(Arc::new(FlightOutcome::Response(FetchedHead {
-            status,
-            headers,
-            shareable: true,
-            outcome: CacheOutcome::RefreshUnmodified,
-            cache_status: HeaderValue::from_static("weir; fwd=stale; fwd-status=304"),
-            vary: None,
-        })));
+        self.flight
+            .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
+                status,
+                headers,
+                shareable: true,
+                outcome: CacheOutcome::RefreshUnmodified,
+                cache_status: HeaderValue::from_static("weir; fwd=stale; fwd-status=304"),
+                vary: None,
+            })));
         if !body.is_empty() {
             self.flight.push(body).await;
         }
@@ -427,7 +459,9 @@ pub(crate) fn invalidate_after_write(engine: &Engine, target: &Target, response:
             continue;
         };
         if let Some(path) = same_origin_path(v, host) {
-            engine.cache.invalidate(&CacheKey::for_url("http", host, &path));
+            engine
+                .cache
+                .invalidate(&CacheKey::for_url("http", host, &path));
         }
     }
 }
@@ -444,7 +478,9 @@ fn same_origin_path(reference: &str, host: &str) -> Option<String> {
     }
     let authority = uri.authority()?.as_str();
     let same = authority.eq_ignore_ascii_case(host)
-        || authority.trim_end_matches(":80").eq_ignore_ascii_case(host.trim_end_matches(":80"));
+        || authority
+            .trim_end_matches(":80")
+            .eq_ignore_ascii_case(host.trim_end_matches(":80"));
     same.then(|| uri.path_and_query().map_or("/", |p| p.as_str()).to_string())
 }
 
@@ -455,8 +491,14 @@ mod tests {
     #[test]
     fn same_origin_references() {
         assert_eq!(same_origin_path("/a?b", "h:8080").as_deref(), Some("/a?b"));
-        assert_eq!(same_origin_path("http://H:8080/x", "h:8080").as_deref(), Some("/x"));
-        assert_eq!(same_origin_path("http://h/x", "h:80").as_deref(), Some("/x"));
+        assert_eq!(
+            same_origin_path("http://H:8080/x", "h:8080").as_deref(),
+            Some("/x")
+        );
+        assert_eq!(
+            same_origin_path("http://h/x", "h:80").as_deref(),
+            Some("/x")
+        );
         assert_eq!(same_origin_path("http://other/x", "h"), None);
         assert_eq!(same_origin_path("//other/x", "h"), None);
     }
@@ -464,7 +506,10 @@ mod tests {
     #[test]
     fn directives() {
         let mut h = HeaderMap::new();
-        h.insert("cache-control", "max-age=0, Only-If-Cached".parse().unwrap());
+        h.insert(
+            "cache-control",
+            "max-age=0, Only-If-Cached".parse().unwrap(),
+        );
         assert!(request_directive(&h, "only-if-cached"));
         assert!(!request_directive(&h, "no-store"));
     }

@@ -40,11 +40,19 @@ impl ProxyError {
     }
 
     pub fn bad_gateway(reason: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_GATEWAY, ErrorKind::OriginUnreachable, reason)
+        Self::new(
+            StatusCode::BAD_GATEWAY,
+            ErrorKind::OriginUnreachable,
+            reason,
+        )
     }
 
     pub fn gateway_timeout(reason: impl Into<String>) -> Self {
-        Self::new(StatusCode::GATEWAY_TIMEOUT, ErrorKind::OriginTimeout, reason)
+        Self::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            ErrorKind::OriginTimeout,
+            reason,
+        )
     }
 
     /// The response; `Cache-Status` is added by the caller.
@@ -54,7 +62,10 @@ impl ProxyError {
         let mut resp = Response::new(ProxyBody::full(Bytes::from(text)));
         *resp.status_mut() = self.status;
         let h = resp.headers_mut();
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         if self.close {
             h.insert(header::CONNECTION, HeaderValue::from_static("close"));

@@ -165,10 +165,19 @@ mod tests {
     fn max_forwards_decrements() {
         let mut h = HeaderMap::new();
         h.insert("max-forwards", "3".parse().unwrap());
-        assert!(matches!(max_forwards(&http::Method::OPTIONS, &mut h), MaxForwards::Decremented));
+        assert!(matches!(
+            max_forwards(&http::Method::OPTIONS, &mut h),
+            MaxForwards::Decremented
+        ));
         assert_eq!(h["max-forwards"], "2");
         h.insert("max-forwards", "0".parse().unwrap());
-        assert!(matches!(max_forwards(&http::Method::TRACE, &mut h), MaxForwards::AnswerHere));
-        assert!(matches!(max_forwards(&http::Method::GET, &mut h), MaxForwards::Absent));
+        assert!(matches!(
+            max_forwards(&http::Method::TRACE, &mut h),
+            MaxForwards::AnswerHere
+        ));
+        assert!(matches!(
+            max_forwards(&http::Method::GET, &mut h),
+            MaxForwards::Absent
+        ));
     }
 }

@@ -11,6 +11,7 @@ mod body;
 mod cached;
 pub mod config;
 mod error;
+mod framing;
 mod headers;
 pub mod metrics;
 mod route;

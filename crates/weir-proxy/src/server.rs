@@ -2,7 +2,7 @@
 //! them, and stopping gracefully.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 
 use crate::access_log::AccessLog;
 use crate::config::{Config, ListenMode};
+use crate::framing::FramingGuard;
 use crate::metrics::Metrics;
 use crate::route::Router;
 use crate::service::{ConnInfo, Engine, ListenerInfo};
@@ -52,8 +53,12 @@ impl Server {
     /// tokio runtime.
     pub async fn start(config: Config) -> Result<Server, StartError> {
         let metrics = Arc::new(Metrics::new());
-        let log = AccessLog::open(&config.log)
-            .map_err(|e| StartError(format!("cannot open the access log `{}`: {e}", config.log.access)))?;
+        let log = AccessLog::open(&config.log).map_err(|e| {
+            StartError(format!(
+                "cannot open the access log `{}`: {e}",
+                config.log.access
+            ))
+        })?;
         let engine = Arc::new(Engine {
             cache: weir_cache::Cache::new(weir_cache::CacheSettings {
                 memory_bytes: config.cache.memory.0,
@@ -83,7 +88,10 @@ impl Server {
         let mut addrs = Vec::new();
         for l in &config.listen {
             let router = match l.mode {
-                ListenMode::Reverse => Some(Router::from_config(l).map_err(|e| StartError(format!("listener {}: {e}", l.addr)))?),
+                ListenMode::Reverse => Some(
+                    Router::from_config(l)
+                        .map_err(|e| StartError(format!("listener {}: {e}", l.addr)))?,
+                ),
                 ListenMode::Forward => None,
             };
             let info = Arc::new(ListenerInfo {
@@ -93,7 +101,11 @@ impl Server {
                 router,
             });
             let listener = bind(l.addr)?;
-            addrs.push(listener.local_addr().map_err(|e| StartError(e.to_string()))?);
+            addrs.push(
+                listener
+                    .local_addr()
+                    .map_err(|e| StartError(e.to_string()))?,
+            );
             tracing::info!(addr = %l.addr, mode = l.mode.as_str(), "listening");
             accept_tasks.push(tokio::spawn(accept_loop(
                 listener,
@@ -171,7 +183,7 @@ fn http_builder(config: &Config) -> auto::Builder<TokioExecutor> {
         // own buffer limit (a bare 431) is only reached far beyond it.
         .max_buf_size((2 * header_limit + 8192).max(16384))
         .max_headers(256)
-        .pipeline_flush(true);
+        .pipeline_flush(false);
     b.http2()
         .timer(TokioTimer::new())
         .max_header_list_size((header_limit as u32).saturating_mul(2))
@@ -193,7 +205,8 @@ fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
         socket.listen(4096)
     };
     setup().map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))?;
-    TcpListener::from_std(socket.into()).map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))
+    TcpListener::from_std(socket.into())
+        .map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))
 }
 
 async fn accept_loop(
@@ -204,6 +217,7 @@ async fn accept_loop(
     stop: watch::Receiver<bool>,
     connections: Arc<ConnectionCount>,
 ) {
+    let head_limit = 2 * engine.limits.max_request_header.0 as usize + 8192;
     loop {
         let (stream, client) = match listener.accept().await {
             Ok(c) => c,
@@ -216,10 +230,13 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         let ip = client.ip().to_canonical();
+        let (stream, framing) = FramingGuard::new(stream, head_limit);
         let conn = Arc::new(ConnInfo {
             client,
             allowed: info.allow.iter().any(|n| n.contains(&ip)),
             listener: info.clone(),
+            framing,
+            requests: AtomicU64::new(0),
         });
         connections.open.fetch_add(1, Ordering::AcqRel);
         tokio::spawn(serve_connection(
@@ -234,14 +251,16 @@ async fn accept_loop(
 }
 
 async fn serve_connection(
-    stream: TcpStream,
+    stream: FramingGuard<TcpStream>,
     conn: Arc<ConnInfo>,
     engine: Arc<Engine>,
     http: Arc<auto::Builder<TokioExecutor>>,
     mut stop: watch::Receiver<bool>,
     connections: Arc<ConnectionCount>,
 ) {
-    let service = hyper::service::service_fn(move |req| crate::service::handle(engine.clone(), conn.clone(), req));
+    let service = hyper::service::service_fn(move |req| {
+        crate::service::handle(engine.clone(), conn.clone(), req)
+    });
     let connection = http.serve_connection_with_upgrades(TokioIo::new(stream), service);
     tokio::pin!(connection);
     let mut stopping = *stop.borrow();

@@ -10,8 +10,8 @@ use http::{request, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::access_log::{AccessLog, LogRecord};
-use crate::body::{ProxyBody, RequestBody};
-use crate::config::{ListenMode, LimitsConfig};
+use crate::body::{ProxyBody, ReadAheadError, RequestBody};
+use crate::config::{LimitsConfig, ListenMode};
 use crate::error::ProxyError;
 use crate::headers::{self, MaxForwards};
 use crate::metrics::{CacheOutcome, ErrorKind, Metrics};
@@ -48,6 +48,10 @@ pub(crate) struct ConnInfo {
     pub client: SocketAddr,
     pub allowed: bool,
     pub listener: Arc<ListenerInfo>,
+    /// What the framing guard saw on this connection (HTTP/1 only).
+    pub framing: Arc<crate::framing::FramingReport>,
+    /// Requests received so far on this connection (HTTP/1 requests arrive in order).
+    pub requests: std::sync::atomic::AtomicU64,
 }
 
 /// The result of a transaction before it is sent.
@@ -126,20 +130,39 @@ fn error_served(metrics: &Metrics, e: ProxyError) -> Served {
     };
     Served {
         response: e.into_response(),
-        outcome: if denied { CacheOutcome::Denied } else { CacheOutcome::Error },
+        outcome: if denied {
+            CacheOutcome::Denied
+        } else {
+            CacheOutcome::Error
+        },
         cache_status,
         upstream: None,
     }
 }
 
-async fn transact(engine: &Arc<Engine>, conn: &ConnInfo, req: Request<Incoming>) -> Result<Served, ProxyError> {
+async fn transact(
+    engine: &Arc<Engine>,
+    conn: &ConnInfo,
+    req: Request<Incoming>,
+) -> Result<Served, ProxyError> {
     if !conn.allowed {
         return Err(ProxyError::forbidden(format!(
             "client {} is not allowed to use this proxy",
             conn.client.ip()
         )));
     }
-    if headers::ambiguous_framing(req.headers()) {
+    let sequence = conn
+        .requests
+        .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+        + 1;
+    if req.version() == http::Version::HTTP_11 && !req.headers().contains_key(header::HOST) {
+        return Err(ProxyError::bad_request(
+            "an HTTP/1.1 request needs a Host header",
+        ));
+    }
+    if headers::ambiguous_framing(req.headers())
+        || (req.version() <= http::Version::HTTP_11 && conn.framing.is_ambiguous(sequence))
+    {
         return Err(ProxyError::bad_request(
             "ambiguous message framing (Content-Length with Transfer-Encoding, or conflicting Content-Length)",
         )
@@ -179,13 +202,27 @@ async fn transact(engine: &Arc<Engine>, conn: &ConnInfo, req: Request<Incoming>)
     }
     let body = if body_is_empty(&parts, &body) {
         RequestBody::Empty
-    } else {
+    } else if headers::content_length(&parts.headers).is_some() {
         RequestBody::Client {
+            read_ahead: Default::default(),
             inner: body,
             remaining: max_body,
         }
+    } else {
+        match RequestBody::read_ahead(body, max_body).await {
+            Ok(b) => b,
+            Err(ReadAheadError::TooLarge) => return Err(body_too_large(max_body)),
+            Err(ReadAheadError::Client(e)) => {
+                return Err(
+                    ProxyError::bad_request(format!("cannot read the request body: {e}")).closing(),
+                )
+            }
+        }
     };
-    let unsafe_method = matches!(parts.method, Method::POST | Method::PUT | Method::DELETE | Method::PATCH);
+    let unsafe_method = matches!(
+        parts.method,
+        Method::POST | Method::PUT | Method::DELETE | Method::PATCH
+    );
     let cache_status = HeaderValue::from_static(if unsafe_method || parts.method != Method::GET {
         "weir; fwd=method"
     } else {
@@ -233,7 +270,11 @@ fn resolve_target(conn: &ConnInfo, req: &Request<Incoming>) -> Result<Target, Pr
                         "https:// URLs go through a CONNECT tunnel, not a plain request",
                     ))
                 }
-                Some(other) => return Err(ProxyError::bad_request(format!("unsupported URL scheme `{other}`"))),
+                Some(other) => {
+                    return Err(ProxyError::bad_request(format!(
+                        "unsupported URL scheme `{other}`"
+                    )))
+                }
                 None => {
                     return Err(ProxyError::bad_request(
                         "this is a forward proxy: request an absolute http:// URL",
@@ -244,9 +285,14 @@ fn resolve_target(conn: &ConnInfo, req: &Request<Incoming>) -> Result<Target, Pr
                 .authority()
                 .ok_or_else(|| ProxyError::bad_request("the URL has no host"))?;
             if authority.as_str().contains('@') {
-                return Err(ProxyError::bad_request("user info in the URL is not allowed"));
+                return Err(ProxyError::bad_request(
+                    "user info in the URL is not allowed",
+                ));
             }
-            let host = authority.host().trim_start_matches('[').trim_end_matches(']');
+            let host = authority
+                .host()
+                .trim_start_matches('[')
+                .trim_end_matches(']');
             if host.is_empty() {
                 return Err(ProxyError::bad_request("the URL has no host"));
             }
@@ -275,10 +321,16 @@ fn resolve_target(conn: &ConnInfo, req: &Request<Incoming>) -> Result<Target, Pr
                     None => return Err(ProxyError::bad_request("missing Host header")),
                 },
             };
-            let router = conn.listener.router.as_ref().expect("reverse listeners have a router");
+            let router = conn
+                .listener
+                .router
+                .as_ref()
+                .expect("reverse listeners have a router");
             let origin = router
                 .route(host.to_str().ok(), uri.path())
-                .ok_or_else(|| ProxyError::bad_gateway("no origin is configured for this host and path"))?
+                .ok_or_else(|| {
+                    ProxyError::bad_gateway("no origin is configured for this host and path")
+                })?
                 .clone();
             Ok(Target {
                 origin,
@@ -340,7 +392,9 @@ pub(crate) async fn forward(
 pub(crate) fn upstream_error(origin: &OriginAddr, e: UpstreamError, max_body: u64) -> ProxyError {
     match e {
         UpstreamError::Connect(reason) => ProxyError::bad_gateway(reason),
-        UpstreamError::Timeout => ProxyError::gateway_timeout(format!("origin {origin} did not answer in time")),
+        UpstreamError::Timeout => {
+            ProxyError::gateway_timeout(format!("origin {origin} did not answer in time"))
+        }
         UpstreamError::BodyTooLarge => body_too_large(max_body),
         UpstreamError::Protocol(reason) => ProxyError::new(
             StatusCode::BAD_GATEWAY,
@@ -356,20 +410,29 @@ fn answer_here(parts: &request::Parts) -> Served {
         let mut text = format!("TRACE {} {:?}\r\n", parts.uri, parts.version);
         for (k, v) in &parts.headers {
             // Credentials are not echoed (RFC 9110 §9.3.8).
-            if k == header::AUTHORIZATION || k == header::COOKIE || k == header::PROXY_AUTHORIZATION {
+            if k == header::AUTHORIZATION || k == header::COOKIE || k == header::PROXY_AUTHORIZATION
+            {
                 continue;
             }
-            text.push_str(&format!("{}: {}\r\n", k, String::from_utf8_lossy(v.as_bytes())));
+            text.push_str(&format!(
+                "{}: {}\r\n",
+                k,
+                String::from_utf8_lossy(v.as_bytes())
+            ));
         }
         let mut r = Response::new(ProxyBody::full(text.into()));
-        r.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("message/http"));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("message/http"),
+        );
         r
     } else {
         let mut r = Response::new(ProxyBody::empty());
         r.headers_mut().insert(
             header::ALLOW,
-            HeaderValue::from_static("GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, TRACE, CONNECT"),
+            HeaderValue::from_static(
+                "GET, HEAD, POST, PUT, DELETE, PATCH, OPTIONS, TRACE, CONNECT",
+            ),
         );
         r.headers_mut()
             .insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));

@@ -13,7 +13,11 @@ use crate::metrics::{CacheOutcome, ErrorKind};
 use crate::service::{ConnInfo, Engine, Served};
 use crate::upstream::OriginAddr;
 
-pub(crate) async fn connect(engine: &Arc<Engine>, conn: &ConnInfo, req: Request<Incoming>) -> Result<Served, ProxyError> {
+pub(crate) async fn connect(
+    engine: &Arc<Engine>,
+    conn: &ConnInfo,
+    req: Request<Incoming>,
+) -> Result<Served, ProxyError> {
     let Some(authority) = req.uri().authority() else {
         return Err(ProxyError::bad_request("CONNECT needs a host:port target"));
     };
@@ -21,10 +25,16 @@ pub(crate) async fn connect(engine: &Arc<Engine>, conn: &ConnInfo, req: Request<
         return Err(ProxyError::bad_request("CONNECT needs a host:port target"));
     };
     if !conn.listener.connect_ports.contains(&port) {
-        return Err(ProxyError::forbidden(format!("CONNECT to port {port} is not allowed")));
+        return Err(ProxyError::forbidden(format!(
+            "CONNECT to port {port} is not allowed"
+        )));
     }
     let target = OriginAddr {
-        host: authority.host().trim_start_matches('[').trim_end_matches(']').to_string(),
+        host: authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
         port,
     };
     let connect = tokio::net::lookup_host((target.host.as_str(), port));
@@ -41,7 +51,11 @@ pub(crate) async fn connect(engine: &Arc<Engine>, conn: &ConnInfo, req: Request<
     .await
     {
         Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(ProxyError::bad_gateway(format!("cannot connect to {target}: {e}"))),
+        Ok(Err(e)) => {
+            return Err(ProxyError::bad_gateway(format!(
+                "cannot connect to {target}: {e}"
+            )))
+        }
         Err(_) => {
             return Err(ProxyError::new(
                 StatusCode::GATEWAY_TIMEOUT,

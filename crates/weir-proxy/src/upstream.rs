@@ -90,12 +90,16 @@ impl PooledConn {
 
     /// Returns the connection to the pool once it can take another request.
     fn release_when_ready(mut self) {
-        match self.sender.poll_ready(&mut Context::from_waker(std::task::Waker::noop())) {
+        match self
+            .sender
+            .poll_ready(&mut Context::from_waker(std::task::Waker::noop()))
+        {
             Poll::Ready(Ok(())) => self.release(),
             Poll::Ready(Err(_)) => {}
             Poll::Pending => {
                 tokio::spawn(async move {
-                    let ready = tokio::time::timeout(Duration::from_secs(5), self.sender.ready()).await;
+                    let ready =
+                        tokio::time::timeout(Duration::from_secs(5), self.sender.ready()).await;
                     if let Ok(Ok(())) = ready {
                         self.release();
                     }
@@ -106,7 +110,11 @@ impl PooledConn {
 }
 
 impl Upstream {
-    pub fn new(settings: &UpstreamConfig, timeouts: &TimeoutsConfig, metrics: Arc<Metrics>) -> Arc<Self> {
+    pub fn new(
+        settings: &UpstreamConfig,
+        timeouts: &TimeoutsConfig,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Self> {
         let upstream = Arc::new(Upstream {
             pools: Mutex::new(HashMap::new()),
             settings: settings.clone(),
@@ -165,7 +173,9 @@ impl Upstream {
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         let pool = self.pool(origin);
         let (mut conn, reused) = self.checkout(origin, &pool).await?;
-        let result = tokio::time::timeout(self.response_timeout, conn.sender.try_send_request(request)).await;
+        let result =
+            tokio::time::timeout(self.response_timeout, conn.sender.try_send_request(request))
+                .await;
         let result = match result {
             Err(_) => return Err(UpstreamError::Timeout),
             Ok(Ok(resp)) => Ok(resp),
@@ -174,7 +184,11 @@ impl Upstream {
                 Some(request) if reused => {
                     pool.open.fetch_add(1, Ordering::AcqRel);
                     let mut fresh = self.connect_reserved(origin, &pool).await?;
-                    let r = tokio::time::timeout(self.response_timeout, fresh.sender.send_request(request)).await;
+                    let r = tokio::time::timeout(
+                        self.response_timeout,
+                        fresh.sender.send_request(request),
+                    )
+                    .await;
                     conn = fresh;
                     match r {
                         Err(_) => return Err(UpstreamError::Timeout),
@@ -201,7 +215,11 @@ impl Upstream {
 
     /// An idle connection, or a new one if the origin's limit allows, or the first one
     /// to become available.
-    async fn checkout(&self, origin: &OriginAddr, pool: &Arc<OriginPool>) -> Result<(PooledConn, bool), UpstreamError> {
+    async fn checkout(
+        &self,
+        origin: &OriginAddr,
+        pool: &Arc<OriginPool>,
+    ) -> Result<(PooledConn, bool), UpstreamError> {
         let deadline = Instant::now() + self.response_timeout;
         loop {
             let notified = pool.available.notified();
@@ -210,7 +228,10 @@ impl Upstream {
             loop {
                 let next = pool.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
                 let Some((sender, since)) = next else { break };
-                if sender.is_closed() || !sender.is_ready() || since.elapsed() >= self.settings.idle_timeout.0 {
+                if sender.is_closed()
+                    || !sender.is_ready()
+                    || since.elapsed() >= self.settings.idle_timeout.0
+                {
                     continue;
                 }
                 self.metrics.origin_connection_reused();
@@ -233,7 +254,9 @@ impl Upstream {
                 return Ok((self.connect_reserved(origin, pool).await?, false));
             }
             if open >= self.settings.max_connections_per_origin
-                && tokio::time::timeout_at(deadline.into(), notified).await.is_err()
+                && tokio::time::timeout_at(deadline.into(), notified)
+                    .await
+                    .is_err()
             {
                 return Err(UpstreamError::Timeout);
             }
@@ -241,7 +264,11 @@ impl Upstream {
     }
 
     /// Opens a connection for which a place in `pool.open` was already counted.
-    async fn connect_reserved(&self, origin: &OriginAddr, pool: &Arc<OriginPool>) -> Result<PooledConn, UpstreamError> {
+    async fn connect_reserved(
+        &self,
+        origin: &OriginAddr,
+        pool: &Arc<OriginPool>,
+    ) -> Result<PooledConn, UpstreamError> {
         match tokio::time::timeout(self.connect_timeout, self.handshake(origin, pool)).await {
             Ok(Ok(c)) => Ok(c),
             Ok(Err(e)) => {
@@ -250,7 +277,9 @@ impl Upstream {
             }
             Err(_) => {
                 self.connection_gone(pool);
-                Err(UpstreamError::Connect(format!("connecting to {origin} timed out")))
+                Err(UpstreamError::Connect(format!(
+                    "connecting to {origin} timed out"
+                )))
             }
         }
     }
@@ -260,7 +289,11 @@ impl Upstream {
         pool.available.notify_one();
     }
 
-    async fn handshake(&self, origin: &OriginAddr, pool: &Arc<OriginPool>) -> Result<PooledConn, UpstreamError> {
+    async fn handshake(
+        &self,
+        origin: &OriginAddr,
+        pool: &Arc<OriginPool>,
+    ) -> Result<PooledConn, UpstreamError> {
         let stream = connect_tcp(origin).await?;
         let (sender, conn) = http1::Builder::new()
             .handshake(TokioIo::new(stream))
@@ -322,7 +355,10 @@ pub(crate) struct UpstreamBody {
 }
 
 impl UpstreamBody {
-    pub(crate) fn poll_data(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
+    pub(crate) fn poll_data(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Bytes, BoxError>>> {
         loop {
             match Pin::new(&mut self.inner).poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,

@@ -21,7 +21,10 @@ async fn origin_serves_routes_and_counts_requests() {
     assert_eq!(origin.count("/a"), 1);
     assert_eq!(origin.count("/missing"), 1);
     assert_eq!(origin.total(), 2);
-    assert_eq!(origin.last("/a").unwrap().header("x-test").as_deref(), Some("1"));
+    assert_eq!(
+        origin.last("/a").unwrap().header("x-test").as_deref(),
+        Some("1")
+    );
     // One keep-alive connection for both.
     assert_eq!(origin.connections_accepted(), 1);
 }
@@ -58,11 +61,24 @@ async fn origin_streams_echoes_and_cuts() {
     let r = get(&client, &origin.url("/chunked"), &[]).await;
     assert_eq!(r.header("content-length"), None);
     assert_eq!(&r.body[..], &pattern(100_000)[..]);
-    assert!(try_send(&client, "GET", &origin.url("/cut"), &[], None).await.is_err());
-    let r = send(&client, "POST", &origin.url("/echo"), &[("x-up", "yes")], Some(b"payload".to_vec())).await;
+    assert!(try_send(&client, "GET", &origin.url("/cut"), &[], None)
+        .await
+        .is_err());
+    let r = send(
+        &client,
+        "POST",
+        &origin.url("/echo"),
+        &[("x-up", "yes")],
+        Some(b"payload".to_vec()),
+    )
+    .await;
     assert_eq!(r.text(), "payload");
     assert_eq!(r.header("x-echo-x-up").as_deref(), Some("yes"));
-    assert!(origin.wait_until(Duration::from_secs(5), |o| o.completed("/big") == 1));
+    assert!(
+        origin
+            .eventually(Duration::from_secs(5), |o| o.completed("/big") == 1)
+            .await
+    );
 }
 
 #[test]
@@ -110,12 +126,22 @@ fn echo_server_echoes() {
 fn metric_parser_reads_prometheus_text() {
     let text = "# HELP x\nweir_requests_total{mode=\"forward\",cache=\"hit\"} 3\n\
                 weir_requests_total{mode=\"reverse\",cache=\"hit\"} 2\nweir_cache_bytes 1024\n";
-    assert_eq!(metric(text, "weir_requests_total", &[("cache", "hit")]), Some(5.0));
-    assert_eq!(metric(text, "weir_requests_total", &[("mode", "forward")]), Some(3.0));
+    assert_eq!(
+        metric(text, "weir_requests_total", &[("cache", "hit")]),
+        Some(5.0)
+    );
+    assert_eq!(
+        metric(text, "weir_requests_total", &[("mode", "forward")]),
+        Some(3.0)
+    );
     assert_eq!(metric(text, "weir_cache_bytes", &[]), Some(1024.0));
     assert_eq!(metric(text, "weir_cache", &[]), None);
     assert!(is_hit("weir; hit"));
-    assert!(cs_has("other; hit, weir; fwd=miss; stored", "fwd", Some("miss")));
+    assert!(cs_has(
+        "other; hit, weir; fwd=miss; stored",
+        "fwd",
+        Some("miss")
+    ));
     assert!(cs_has("weir; fwd=miss; stored", "stored", None));
     assert!(!is_hit("weir; fwd=miss"));
 }

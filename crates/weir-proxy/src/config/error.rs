@@ -9,7 +9,9 @@ use super::validate::Issue;
 /// parts are left out when unknown.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
-    /// The file (or `<defaults>`).
+    /// The file, or `<config>` for a configuration checked by [`Config::validate`].
+    ///
+    /// [`Config::validate`]: super::Config::validate
     pub file: String,
     /// 1-based line, when known.
     pub line: Option<usize>,

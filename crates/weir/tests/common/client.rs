@@ -14,16 +14,22 @@ pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// A client that talks to servers directly (reverse-proxy tests), ignoring any proxy
 /// set in the environment.
 pub fn direct_client() -> reqwest::Client {
+    direct_builder().build().expect("build a reqwest client")
+}
+
+/// The builder behind [`direct_client`], for further settings.
+pub fn direct_builder() -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
         .timeout(CLIENT_TIMEOUT)
-        .build()
-        .expect("build a reqwest client")
 }
 
 /// A client that sends every `http://` request through the forward proxy at `proxy`.
 pub fn proxied_client(proxy: SocketAddr) -> reqwest::Client {
-    proxied_builder(proxy).build().expect("build a reqwest client")
+    proxied_builder(proxy)
+        .build()
+        .expect("build a reqwest client")
 }
 
 /// The builder behind [`proxied_client`], for further settings.
@@ -31,6 +37,7 @@ pub fn proxied_builder(proxy: SocketAddr) -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .no_proxy()
         .proxy(reqwest::Proxy::http(format!("http://{proxy}")).expect("proxy URL"))
+        .redirect(reqwest::redirect::Policy::none())
         .timeout(CLIENT_TIMEOUT)
 }
 
@@ -176,7 +183,14 @@ macro_rules! require_curl {
 /// environment).
 pub fn curl(args: &[&str]) -> Output {
     Command::new("curl")
-        .args(["--silent", "--show-error", "--max-time", "20", "--noproxy", ""])
+        .args([
+            "--silent",
+            "--show-error",
+            "--max-time",
+            "20",
+            "--noproxy",
+            "",
+        ])
         .args(args)
         .env_remove("http_proxy")
         .env_remove("HTTP_PROXY")
@@ -218,7 +232,11 @@ pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         if !labels.iter().all(|l| series.contains(l)) {
             continue;
         }
-        let Some(v) = value.split_whitespace().next().and_then(|v| v.parse::<f64>().ok()) else {
+        let Some(v) = value
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+        else {
             continue;
         };
         *found.get_or_insert(0.0) += v;

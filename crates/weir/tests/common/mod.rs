@@ -4,20 +4,25 @@
 //! Everything listens on 127.0.0.1 only, on ephemeral ports, and every wait is bounded.
 #![allow(dead_code, unused_imports, unused_macros)]
 
+mod builder;
 mod client;
 mod echo;
 mod origin;
+mod process;
 mod proxy;
 mod raw;
+mod reply;
 
+pub use builder::ProxyBuilder;
 pub use client::*;
 pub use echo::EchoServer;
-pub use origin::{pattern, BodySpec, Recorded, Reply, TestOrigin, CHUNK};
-pub use proxy::{
-    free_port, proc_status_kib, run_weir, send_signal, temp_dir, wait_for_port, Proxy,
-    ProxyBuilder, WEIR,
+pub use origin::TestOrigin;
+pub use process::{
+    free_port, proc_status_kib, run_weir, send_signal, temp_dir, wait_for_port, WEIR,
 };
+pub use proxy::Proxy;
 pub use raw::{raw_exchange, try_raw_exchange, RawConn, RawResponse};
+pub use reply::{pattern, BodySpec, Recorded, Reply, CHUNK};
 
 use std::time::{Duration, SystemTime};
 

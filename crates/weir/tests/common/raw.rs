@@ -47,15 +47,18 @@ pub struct RawConn {
 
 impl RawConn {
     pub fn connect(addr: SocketAddr) -> RawConn {
-        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-            .unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
-        stream.set_read_timeout(Some(RAW_TIMEOUT)).unwrap();
-        stream.set_write_timeout(Some(RAW_TIMEOUT)).unwrap();
-        stream.set_nodelay(true).unwrap();
-        RawConn {
+        RawConn::try_connect(addr).unwrap_or_else(|e| panic!("connect to {addr}: {e}"))
+    }
+
+    pub fn try_connect(addr: SocketAddr) -> io::Result<RawConn> {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+        stream.set_read_timeout(Some(RAW_TIMEOUT))?;
+        stream.set_write_timeout(Some(RAW_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        Ok(RawConn {
             stream,
             buf: Vec::new(),
-        }
+        })
     }
 
     pub fn send(&mut self, bytes: &[u8]) {
@@ -146,7 +149,10 @@ impl RawConn {
                 let size_line = self.take_line()?;
                 let size_hex = size_line.split(';').next().unwrap_or("").trim();
                 let size = usize::from_str_radix(size_hex, 16).map_err(|_| {
-                    io::Error::new(io::ErrorKind::InvalidData, format!("chunk size {size_line:?}"))
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("chunk size {size_line:?}"),
+                    )
                 })?;
                 if size == 0 {
                     // Trailers, then the empty line.
@@ -182,6 +188,12 @@ impl RawConn {
         }
     }
 
+    /// Reads exactly `len` bytes (e.g. through a tunnel).
+    pub fn read_bytes(&mut self, len: usize) -> io::Result<Vec<u8>> {
+        self.fill_exact(len)?;
+        Ok(self.buf.drain(..len).collect())
+    }
+
     /// Reads whatever arrives until the peer closes or `timeout` passes.
     pub fn read_until_close(&mut self, timeout: Duration) -> Vec<u8> {
         let deadline = Instant::now() + timeout;
@@ -192,7 +204,11 @@ impl RawConn {
             match self.fill() {
                 Ok(0) => break,
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) => {}
                 Err(_) => break,
             }
         }

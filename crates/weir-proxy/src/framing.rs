@@ -1,0 +1,327 @@
+//! A guard on client connections that follows HTTP/1 message framing as bytes arrive,
+//! to catch what hyper's parser hides from the service.
+//!
+//! hyper handles a request carrying both Content-Length and Transfer-Encoding as
+//! RFC 9112 §6.3 allows (chunked wins, Content-Length is dropped from the headers), so
+//! the service cannot see the conflict. Weir rejects such requests instead: they are
+//! the classic request-smuggling vector when a chain of intermediaries disagrees.
+//! The guard shadows the framing of each request (head, then a fixed-length or chunked
+//! body) and records the sequence number of the first ambiguous one. It only reads;
+//! on anything it does not understand it steps aside and leaves the verdict to hyper.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// What the guard found, shared with the connection's transactions.
+#[derive(Default)]
+pub(crate) struct FramingReport {
+    /// 1-based number of the first request with ambiguous framing; 0 when none.
+    first_ambiguous: AtomicU64,
+}
+
+impl FramingReport {
+    /// Whether the `n`th request (1-based) on the connection had ambiguous framing.
+    pub fn is_ambiguous(&self, n: u64) -> bool {
+        self.first_ambiguous.load(Ordering::Acquire) == n
+    }
+}
+
+enum State {
+    Head(Vec<u8>),
+    Fixed(u64),
+    ChunkSize(Vec<u8>),
+    ChunkData(u64),
+    ChunkDataEnd(u8),
+    Trailers(Vec<u8>),
+    /// HTTP/2, a tunnel, or something hyper will reject: stop following.
+    Off,
+}
+
+/// An I/O stream that watches the request framing of what is read from it.
+pub(crate) struct FramingGuard<IO> {
+    io: IO,
+    state: State,
+    requests: u64,
+    first_read: bool,
+    head_limit: usize,
+    report: Arc<FramingReport>,
+}
+
+impl<IO> FramingGuard<IO> {
+    pub fn new(io: IO, head_limit: usize) -> (Self, Arc<FramingReport>) {
+        let report = Arc::new(FramingReport::default());
+        (
+            FramingGuard {
+                io,
+                state: State::Head(Vec::new()),
+                requests: 0,
+                first_read: true,
+                head_limit,
+                report: report.clone(),
+            },
+            report,
+        )
+    }
+
+    fn observe(&mut self, mut data: &[u8]) {
+        if self.first_read {
+            self.first_read = false;
+            if data.starts_with(b"PRI * HTTP/2.0") {
+                self.state = State::Off;
+            }
+        }
+        while !data.is_empty() {
+            let used = match &mut self.state {
+                State::Off => return,
+                State::Head(buf) => {
+                    let start = buf.len().saturating_sub(3);
+                    buf.extend_from_slice(data);
+                    match find(&buf[start..], b"\r\n\r\n") {
+                        Some(i) => {
+                            let end = start + i + 4;
+                            let consumed_here = end - (buf.len() - data.len());
+                            let head = std::mem::take(buf);
+                            self.head_complete(&head[..end]);
+                            consumed_here
+                        }
+                        None => {
+                            if buf.len() > self.head_limit {
+                                self.state = State::Off;
+                            }
+                            data.len()
+                        }
+                    }
+                }
+                State::Fixed(n) => {
+                    let take = (*n).min(data.len() as u64);
+                    *n -= take;
+                    if *n == 0 {
+                        self.state = State::Head(Vec::new());
+                    }
+                    take as usize
+                }
+                State::ChunkSize(line) => match data.iter().position(|&b| b == b'\n') {
+                    Some(i) => {
+                        line.extend_from_slice(&data[..=i]);
+                        let size = httparse::parse_chunk_size(line);
+                        self.state = match size {
+                            Ok(httparse::Status::Complete((_, 0))) => State::Trailers(Vec::new()),
+                            Ok(httparse::Status::Complete((_, n))) => State::ChunkData(n),
+                            _ => State::Off,
+                        };
+                        i + 1
+                    }
+                    None => {
+                        line.extend_from_slice(data);
+                        if line.len() > 4096 {
+                            self.state = State::Off;
+                        }
+                        data.len()
+                    }
+                },
+                State::ChunkData(n) => {
+                    let take = (*n).min(data.len() as u64);
+                    *n -= take;
+                    if *n == 0 {
+                        self.state = State::ChunkDataEnd(2);
+                    }
+                    take as usize
+                }
+                State::ChunkDataEnd(left) => {
+                    *left -= 1;
+                    if *left == 0 {
+                        self.state = State::ChunkSize(Vec::new());
+                    }
+                    1
+                }
+                State::Trailers(buf) => {
+                    // Trailers end with an empty line: the section is "\r\n" alone, or
+                    // fields followed by "\r\n\r\n".
+                    let before = buf.len();
+                    buf.extend_from_slice(data);
+                    let end = if buf.starts_with(b"\r\n") {
+                        Some(2)
+                    } else {
+                        find(buf, b"\r\n\r\n").map(|i| i + 4)
+                    };
+                    match end {
+                        Some(end) => {
+                            self.state = State::Head(Vec::new());
+                            end - before
+                        }
+                        None => {
+                            if buf.len() > self.head_limit {
+                                self.state = State::Off;
+                            }
+                            data.len()
+                        }
+                    }
+                }
+            };
+            data = &data[used..];
+        }
+    }
+
+    fn head_complete(&mut self, head: &[u8]) {
+        // hyper skips empty lines before a request line; so do we.
+        let mut head = head;
+        while head.starts_with(b"\r\n") {
+            head = &head[2..];
+        }
+        let mut fields = [httparse::EMPTY_HEADER; 256];
+        let mut req = httparse::Request::new(&mut fields);
+        if !matches!(req.parse(head), Ok(httparse::Status::Complete(_))) {
+            self.state = State::Off;
+            return;
+        }
+        self.requests += 1;
+        let mut chunked = false;
+        let mut length = None;
+        let mut has_length = false;
+        for f in req.headers.iter() {
+            if f.name.eq_ignore_ascii_case("transfer-encoding") {
+                chunked = true;
+            } else if f.name.eq_ignore_ascii_case("content-length") {
+                has_length = true;
+                length = std::str::from_utf8(f.value)
+                    .ok()
+                    .and_then(|v| v.trim().parse::<u64>().ok());
+            }
+        }
+        if chunked && has_length {
+            let _ = self.report.first_ambiguous.compare_exchange(
+                0,
+                self.requests,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
+        let upgrade = req.method == Some("CONNECT")
+            || req
+                .headers
+                .iter()
+                .any(|f| f.name.eq_ignore_ascii_case("upgrade"));
+        self.state = if upgrade {
+            State::Off
+        } else if chunked {
+            State::ChunkSize(Vec::new())
+        } else {
+            match length {
+                Some(0) | None if !has_length => State::Head(Vec::new()),
+                Some(0) => State::Head(Vec::new()),
+                Some(n) => State::Fixed(n),
+                None => State::Off,
+            }
+        };
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for FramingGuard<IO> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.io).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = r {
+            if !matches!(this.state, State::Off) {
+                this.observe(&buf.filled()[before..]);
+            }
+        }
+        r
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for FramingGuard<IO> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, data)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(pieces: &[&[u8]]) -> (u64, Arc<FramingReport>) {
+        let (mut g, report) = FramingGuard::new((), 65536);
+        for p in pieces {
+            g.observe(p);
+        }
+        (g.requests, report)
+    }
+
+    #[test]
+    fn follows_fixed_and_chunked_bodies_across_reads() {
+        let (n, report) = feed(&[
+            b"POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhel",
+            b"loPOST /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab",
+            b"c\r\n0\r\n\r\nGET /c HTTP/1.1\r\nHo",
+            b"st: h\r\n\r\n",
+        ]);
+        assert_eq!(n, 3);
+        assert!(!report.is_ambiguous(1) && !report.is_ambiguous(2) && !report.is_ambiguous(3));
+    }
+
+    #[test]
+    fn flags_content_length_with_transfer_encoding() {
+        let (n, report) = feed(&[
+            b"GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+            b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        ]);
+        assert_eq!(n, 2);
+        assert!(report.is_ambiguous(2));
+        assert!(!report.is_ambiguous(1));
+    }
+
+    #[test]
+    fn a_body_that_looks_like_a_request_is_not_parsed() {
+        let body = b"GET / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let head = format!(
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        let (n, report) = feed(&[head.as_bytes(), body]);
+        assert_eq!(n, 1);
+        assert!(!report.is_ambiguous(1) && !report.is_ambiguous(2));
+    }
+
+    #[test]
+    fn steps_aside_for_http2() {
+        let (n, _) = feed(&[
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+            b"GET / HTTP/1.1\r\n\r\n",
+        ]);
+        assert_eq!(n, 0);
+    }
+}
