@@ -60,8 +60,8 @@ KEEP_TMP="${KEEP_TMP:-0}"
 log() { printf '[hits] %s\n' "$*" >&2; }
 die() { printf '[hits] error: %s\n' "$*" >&2; exit 1; }
 
-SIZES=(${SIZE//,/ })
-PROXY_LIST=(${PROXIES//,/ })
+read -r -a SIZES <<<"${SIZE//,/ }"
+read -r -a PROXY_LIST <<<"${PROXIES//,/ }"
 [ "${#SIZES[@]}" -gt 0 ] || die "SIZE is empty"
 [ "${#PROXY_LIST[@]}" -gt 0 ] || die "PROXIES is empty"
 for p in "${PROXY_LIST[@]}"; do
@@ -119,9 +119,11 @@ fi
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/weir-hits.XXXXXX")"
 chmod 755 "$TMP" # nginx workers may run as another user
 STARTED_PIDS=()
+WRK_PID=""
 cleanup() {
     local rc=$? pid i
     trap - EXIT INT TERM
+    if [ -n "${WRK_PID:-}" ]; then kill -TERM "$WRK_PID" 2>/dev/null || true; wait "$WRK_PID" 2>/dev/null || true; fi
     for pid in "${STARTED_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
     for pid in "${STARTED_PIDS[@]}"; do
         for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -153,8 +155,8 @@ port_free() {
     ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null
 }
 pick_port() {
-    local p=$(( 20000 + RANDOM % 20000 )) n
-    for n in $(seq 200); do
+    local p=$(( 20000 + RANDOM % 20000 ))
+    for _ in $(seq 200); do
         if port_free "$p"; then echo "$p"; return 0; fi
         p=$(( p + 1 ))
     done
@@ -356,7 +358,8 @@ cpu_delta() { # $1, $2 = snapshots: ticks used by the pids found in both
 proxy_port() { case "$1" in weir) echo "$PORT_WEIR";; nginx) echo "$PORT_NGINX";; esac; }
 
 check_hit() { # $1 = proxy, $2 = size; fetch until a cache hit is seen (at most 5 tries)
-    local url="http://127.0.0.1:$(proxy_port "$1")/$2" want_bytes i hdr out code got
+    local url want_bytes i hdr out code got
+    url="http://127.0.0.1:$(proxy_port "$1")/$2"
     want_bytes=$(size_bytes "$2")
     hdr="$TMP/headers"
     for i in 1 2 3 4 5; do
@@ -393,7 +396,10 @@ want weir && cp "$TMP/weir.toml" "$RAW/weir.toml"
     echo "kernel=$(uname -r)"
     echo "nginx=$(nginx -v 2>&1 | sed 's/^nginx version: //')"
     echo "wrk=$(wrk -v 2>&1 | head -n1 | awk '{print $2}')"
-    if want weir; then echo "weir=$("$WEIR_BIN" --version 2>/dev/null || echo unknown)"; fi
+    if want weir; then
+        echo "weir=$("$WEIR_BIN" --version 2>/dev/null || echo unknown)"
+        echo "weir_binary_built_utc=$(date -u -r "$WEIR_BIN" +%Y-%m-%dT%H:%M:%SZ)"
+    fi
     echo "weir_commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none)"
     echo "duration=$DURATION runs=$RUNS conns=$CONNS threads=$THREADS sizes=${SIZES[*]} proxies=${PROXY_LIST[*]}"
     echo "clk_tck=$CLK_TCK"
@@ -419,8 +425,15 @@ measure() { # $1 = proxy, $2 = size, $3 = run number
         if grep -q 'cache loader' "/proc/$pid/cmdline" 2>/dev/null; then loaders+="$pid "; fi
     done
     out="$RAW/wrk-$proxy-$size-$run.txt"
-    wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$TMP/report.lua" "$url" >"$out" 2>&1 ||
-        { cat "$out" >&2; die "wrk failed against $proxy"; }
+    # In the background, so that a signal stops the script (and wrk) at once.
+    wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$TMP/report.lua" "$url" >"$out" 2>&1 &
+    WRK_PID=$!
+    if ! wait "$WRK_PID"; then
+        WRK_PID=""
+        cat "$out" >&2
+        die "wrk failed against $proxy"
+    fi
+    WRK_PID=""
     s1=$(cpu_snapshot $pids)
     kill -0 "$(proxy_pids "$proxy" | head -n1)" 2>/dev/null || die "$proxy exited during the run"
     # nginx's cache loader exits by itself about a minute after start; any

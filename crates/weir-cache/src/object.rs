@@ -79,18 +79,35 @@ impl CachedObject {
         self.headers.contains_key(header::ETAG) || self.headers.contains_key(header::LAST_MODIFIED)
     }
 
-    /// The object after the origin answered a validation with 304, or `None` when the
-    /// 304 does not apply to it (different validator).
+    /// The object after the origin answered our validation with 304, or `None` when
+    /// the 304 names a different representation (RFC 9111 §4.3.4: a strong ETag, or
+    /// failing that a Last-Modified, that disagrees with the stored one). A 304 without
+    /// validators confirms the copy it was asked about: Weir sent the conditions itself.
     pub fn refreshed(
         &self,
         request: &request::Parts,
         not_modified: &response::Parts,
         now: SystemTime,
+        heuristic_fraction: f32,
     ) -> Option<CachedObject> {
-        let headers = policy::merge_not_modified(&self.headers, &not_modified.headers);
-        let policy = self
-            .policy
-            .revalidated(request, not_modified, &headers, now)?;
+        let new = &not_modified.headers;
+        let agrees = match (text(new, header::ETAG), text(&self.headers, header::ETAG)) {
+            (Some(a), Some(b)) => a.trim_start_matches("W/") == b.trim_start_matches("W/"),
+            (Some(_), None) => false,
+            (None, _) => match (
+                text(new, header::LAST_MODIFIED),
+                text(&self.headers, header::LAST_MODIFIED),
+            ) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            },
+        };
+        if !agrees {
+            return None;
+        }
+        let headers = policy::merge_not_modified(&self.headers, new);
+        let policy =
+            StoragePolicy::refreshed(request, self.status, &headers, now, heuristic_fraction);
         Some(CachedObject::new(
             self.status,
             headers,
@@ -103,6 +120,10 @@ impl CachedObject {
     pub fn satisfies_conditional(&self, request: &HeaderMap) -> bool {
         crate::conditional::not_modified(self.status, &self.headers, request)
     }
+}
+
+fn text(h: &HeaderMap, name: HeaderName) -> Option<&str> {
+    h.get(name).and_then(|v| v.to_str().ok()).map(str::trim)
 }
 
 fn vary_names(headers: &HeaderMap) -> Vec<HeaderName> {

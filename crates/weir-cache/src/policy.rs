@@ -8,7 +8,7 @@
 use std::time::{Duration, SystemTime};
 
 use http::{request, response, HeaderMap, HeaderValue};
-use http_cache_semantics::{AfterResponse, BeforeRequest, CacheOptions, CachePolicy};
+use http_cache_semantics::{BeforeRequest, CacheOptions, CachePolicy};
 
 /// Whether a stored response may be reused for a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,21 +95,18 @@ impl StoragePolicy {
         self.fresh_until.duration_since(now).unwrap_or_default()
     }
 
-    /// After a validation: if the origin's 304 applies to this stored response, the
-    /// updated policy (the caller merges the 304's headers into the stored ones).
-    pub fn revalidated(
-        &self,
+    /// The policy of a stored response whose headers were just updated by a 304.
+    pub fn refreshed(
         request: &request::Parts,
-        not_modified: &response::Parts,
-        stored_headers: &HeaderMap,
+        status: http::StatusCode,
+        headers: &HeaderMap,
         now: SystemTime,
-    ) -> Option<StoragePolicy> {
-        match self.inner.after_response(request, not_modified, now) {
-            AfterResponse::NotModified(policy, _) => {
-                Some(Self::from_inner(policy, stored_headers, now))
-            }
-            AfterResponse::Modified(..) => None,
-        }
+        heuristic_fraction: f32,
+    ) -> StoragePolicy {
+        let mut parts = http::Response::new(()).into_parts().0;
+        parts.status = status;
+        parts.headers = headers.clone();
+        Self::new(request, &parts, now, heuristic_fraction)
     }
 }
 

@@ -22,6 +22,9 @@ pub struct ProxyBody {
     kind: Kind,
     record: Option<Box<TxnRecord>>,
     sent: u64,
+    /// The length the response declared: hyper stops polling once it is reached, so
+    /// the body may be dropped without ever returning its end.
+    declared: Option<u64>,
 }
 
 enum Kind {
@@ -53,11 +56,13 @@ impl ProxyBody {
             kind,
             record: None,
             sent: 0,
+            declared: None,
         }
     }
 
-    pub(crate) fn attach(&mut self, record: Box<TxnRecord>) {
+    pub(crate) fn attach(&mut self, record: Box<TxnRecord>, declared_len: Option<u64>) {
         self.record = Some(record);
+        self.declared = declared_len;
         if matches!(self.kind, Kind::Empty) {
             // Nothing will be polled for an empty body; complete on drop as a success.
             if let Some(r) = self.record.as_mut() {
@@ -68,7 +73,7 @@ impl ProxyBody {
 
     fn finish(&mut self, completed: bool) {
         if let Some(mut r) = self.record.take() {
-            r.completed |= completed;
+            r.completed |= completed || self.declared.is_some_and(|n| self.sent >= n);
             r.finish(self.sent);
         }
     }

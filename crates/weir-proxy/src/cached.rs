@@ -91,6 +91,7 @@ pub(crate) async fn serve(
             kind: None,
             reason: "not in the cache, and the request says only-if-cached".into(),
             close: false,
+            detail: Some("only-if-cached"),
         });
     }
     if parts.method == Method::HEAD {
@@ -127,16 +128,20 @@ pub(crate) async fn serve(
             serve_flight(reader, &parts, &target.origin, false).await
         }
         Ok(Join::Follower(mut reader)) => {
-            let usable = match reader.head().await.as_deref() {
-                Some(FlightOutcome::Response(h)) => {
-                    h.shareable
-                        && h.vary.as_ref().is_none_or(|(names, leader)| {
-                            key.variant(names, &parts.headers) == *leader
-                        })
+            // Another client's fetch serves us only if it is stored (so shared) and
+            // is the variant we would have been given.
+            let unusable = match reader.head().await.as_deref() {
+                Some(FlightOutcome::Response(h)) if !h.shareable => Some("weir; fwd=miss"),
+                Some(FlightOutcome::Response(h))
+                    if h.vary.as_ref().is_some_and(|(names, leader)| {
+                        key.variant(names, &parts.headers) != *leader
+                    }) =>
+                {
+                    Some("weir; fwd=vary-miss")
                 }
-                _ => true,
+                _ => None,
             };
-            if usable {
+            if unusable.is_none() {
                 serve_flight(reader, &parts, &target.origin, true).await
             } else {
                 drop(reader);
@@ -145,7 +150,7 @@ pub(crate) async fn serve(
                 Ok(Served {
                     response,
                     outcome: CacheOutcome::Miss,
-                    cache_status: HeaderValue::from_static("weir; fwd=vary-miss"),
+                    cache_status: HeaderValue::from_static(unusable.unwrap_or("weir; fwd=miss")),
                     upstream: Some(target.origin),
                 })
             }
@@ -215,6 +220,7 @@ async fn serve_flight(
                 kind: e.kind,
                 reason: e.reason.clone(),
                 close: false,
+                detail: None,
             })
         }
         FlightOutcome::Response(h) => h,
@@ -301,13 +307,29 @@ impl Fetch {
         let (mut parts, mut body) = response.into_parts();
         if parts.status == StatusCode::NOT_MODIFIED {
             if let Some(stale) = &self.stale {
-                if let Some(refreshed) = stale.refreshed(&self.request, &parts, now) {
+                let heuristic = engine.cache.settings().heuristic_fraction;
+                if let Some(refreshed) = stale.refreshed(&self.request, &parts, now, heuristic) {
                     return self.refreshed(refreshed, now).await;
                 }
             }
+            // Weir removed the client's own conditions, so a 304 that is not about the
+            // stored copy answers nothing the client asked; never pass it on.
+            engine.cache.invalidate(&self.key);
+            engine.metrics.error(ErrorKind::OriginProtocol);
+            self.flight
+                .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
+                    status: StatusCode::BAD_GATEWAY,
+                    kind: None,
+                    reason: format!(
+                        "origin {} answered 304 for a different representation",
+                        self.origin
+                    ),
+                })));
+            return self.end(false);
         }
         headers::remove_hop_by_hop(&mut parts.headers);
         headers::append_via(&mut parts.headers, parts.version);
+        parts.version = http::Version::HTTP_11;
         let max_object = engine.cache.settings().max_object_bytes;
         let policy = StoragePolicy::new(
             &self.request,

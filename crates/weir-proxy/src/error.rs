@@ -14,6 +14,8 @@ pub(crate) struct ProxyError {
     pub reason: String,
     /// Close the client connection after answering (the framing can't be trusted).
     pub close: bool,
+    /// The `detail` parameter of `Cache-Status`, when the status alone is not enough.
+    pub detail: Option<&'static str>,
 }
 
 impl ProxyError {
@@ -23,6 +25,7 @@ impl ProxyError {
             kind: Some(kind),
             reason: reason.into(),
             close: false,
+            detail: None,
         }
     }
 

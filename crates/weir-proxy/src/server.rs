@@ -39,6 +39,7 @@ pub struct Server {
     admin_task: Option<JoinHandle<()>>,
     stop: watch::Sender<bool>,
     connections: Arc<ConnectionCount>,
+    workers: Arc<Workers>,
     grace: Duration,
     addrs: Vec<SocketAddr>,
 }
@@ -84,6 +85,7 @@ impl Server {
             closed: Notify::new(),
         });
         let http = Arc::new(http_builder(&config));
+        let workers = Arc::new(Workers::start(config.server.worker_count())?);
         let mut accept_tasks = Vec::new();
         let mut addrs = Vec::new();
         for l in &config.listen {
@@ -114,6 +116,7 @@ impl Server {
                 http.clone(),
                 stop.subscribe(),
                 connections.clone(),
+                workers.clone(),
             )));
         }
         let admin_task = match config.admin.listen {
@@ -130,6 +133,7 @@ impl Server {
             admin_task,
             stop,
             connections,
+            workers,
             grace: config.timeouts.shutdown_grace.0,
             addrs,
         })
@@ -168,6 +172,74 @@ impl Server {
         }
         if let Some(log) = &self.engine.log {
             log.flush();
+        }
+        self.workers.stop();
+    }
+}
+
+/// Threads that serve client connections, each with a single-threaded event loop.
+///
+/// A connection stays on the worker it was given, so its tasks never migrate and
+/// waking one never wakes another thread: the model of nginx and HAProxy. The
+/// cache and the origin pools are shared by all workers.
+struct Workers {
+    workers: Vec<Worker>,
+}
+
+struct Worker {
+    handle: tokio::runtime::Handle,
+    /// Connections this worker serves now (for choosing the least busy).
+    open: Arc<AtomicUsize>,
+    exit: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Workers {
+    fn start(count: usize) -> Result<Workers, StartError> {
+        let mut workers = Vec::with_capacity(count);
+        for i in 0..count {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| StartError(format!("cannot start worker {i}: {e}")))?;
+            let handle = runtime.handle().clone();
+            let (exit, exited) = tokio::sync::oneshot::channel::<()>();
+            let thread = std::thread::Builder::new()
+                .name(format!("weir-worker-{i}"))
+                .spawn(move || {
+                    runtime.block_on(async {
+                        let _ = exited.await;
+                    });
+                    // Dropping the runtime cancels what is left after the grace period.
+                })
+                .map_err(|e| StartError(format!("cannot start worker {i}: {e}")))?;
+            workers.push(Worker {
+                handle,
+                open: Arc::new(AtomicUsize::new(0)),
+                exit: std::sync::Mutex::new(Some(exit)),
+                thread: std::sync::Mutex::new(Some(thread)),
+            });
+        }
+        Ok(Workers { workers })
+    }
+
+    fn least_busy(&self) -> &Worker {
+        self.workers
+            .iter()
+            .min_by_key(|w| w.open.load(Ordering::Relaxed))
+            .expect("at least one worker")
+    }
+
+    fn stop(&self) {
+        for w in &self.workers {
+            if let Some(exit) = w.exit.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                let _ = exit.send(());
+            }
+        }
+        for w in &self.workers {
+            if let Some(t) = w.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                let _ = t.join();
+            }
         }
     }
 }
@@ -216,6 +288,7 @@ async fn accept_loop(
     http: Arc<auto::Builder<TokioExecutor>>,
     stop: watch::Receiver<bool>,
     connections: Arc<ConnectionCount>,
+    workers: Arc<Workers>,
 ) {
     let head_limit = 2 * engine.limits.max_request_header.0 as usize + 8192;
     loop {
@@ -230,23 +303,43 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         let ip = client.ip().to_canonical();
-        let (stream, framing) = FramingGuard::new(stream, head_limit);
-        let conn = Arc::new(ConnInfo {
-            client,
-            allowed: info.allow.iter().any(|n| n.contains(&ip)),
-            listener: info.clone(),
-            framing,
-            requests: AtomicU64::new(0),
-        });
+        // The socket moves to the worker's event loop; it is registered there.
+        let stream = match stream.into_std() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("cannot hand over a connection: {e}");
+                continue;
+            }
+        };
+        let allowed = info.allow.iter().any(|n| n.contains(&ip));
         connections.open.fetch_add(1, Ordering::AcqRel);
-        tokio::spawn(serve_connection(
-            stream,
-            conn,
+        let worker = workers.least_busy();
+        worker.open.fetch_add(1, Ordering::Relaxed);
+        let worker_open = worker.open.clone();
+        let (info, engine, http, stop, connections) = (
+            info.clone(),
             engine.clone(),
             http.clone(),
             stop.clone(),
             connections.clone(),
-        ));
+        );
+        worker.handle.spawn(async move {
+            if let Ok(stream) = TcpStream::from_std(stream) {
+                let (stream, framing) = FramingGuard::new(stream, head_limit);
+                let conn = Arc::new(ConnInfo {
+                    client,
+                    allowed,
+                    listener: info,
+                    framing,
+                    requests: AtomicU64::new(0),
+                });
+                serve_connection(stream, conn, engine, http, stop, connections.clone()).await;
+            } else {
+                connections.open.fetch_sub(1, Ordering::AcqRel);
+                connections.closed.notify_waiters();
+            }
+            worker_open.fetch_sub(1, Ordering::Relaxed);
+        });
     }
 }
 

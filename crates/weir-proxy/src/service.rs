@@ -89,7 +89,7 @@ pub(crate) async fn handle(
         cache_status,
         upstream,
     } = served;
-    response.headers_mut().insert(CACHE_STATUS, cache_status);
+    set_cache_status(response.headers_mut(), cache_status);
     let record = TxnRecord {
         engine: engine.clone(),
         mode: conn.listener.mode,
@@ -110,8 +110,26 @@ pub(crate) async fn handle(
         completed: false,
         body_failed: false,
     };
-    response.body_mut().attach(Box::new(record));
+    let declared = match response.status() {
+        StatusCode::NOT_MODIFIED | StatusCode::NO_CONTENT => Some(0),
+        _ => headers::content_length(response.headers()),
+    };
+    response.body_mut().attach(Box::new(record), declared);
     Ok(response)
+}
+
+/// Adds our `Cache-Status` entry after those of caches nearer the origin (RFC 9211 §2).
+fn set_cache_status(headers: &mut header::HeaderMap, ours: HeaderValue) {
+    let combined = match headers.get(CACHE_STATUS) {
+        None => None,
+        Some(theirs) => {
+            let mut v = theirs.as_bytes().to_vec();
+            v.extend_from_slice(b", ");
+            v.extend_from_slice(ours.as_bytes());
+            HeaderValue::from_bytes(&v).ok()
+        }
+    };
+    headers.insert(CACHE_STATUS, combined.unwrap_or(ours));
 }
 
 pub(crate) const CACHE_STATUS: header::HeaderName = header::HeaderName::from_static("cache-status");
@@ -123,8 +141,8 @@ fn error_served(metrics: &Metrics, e: ProxyError) -> Served {
     let denied = e.status.is_client_error();
     let cache_status = if denied {
         HeaderValue::from_static("weir; detail=refused")
-    } else if e.status == StatusCode::GATEWAY_TIMEOUT && e.kind.is_none() {
-        HeaderValue::from_static("weir; fwd=miss; detail=only-if-cached")
+    } else if e.detail == Some("only-if-cached") {
+        HeaderValue::from_static("weir; detail=only-if-cached")
     } else {
         HeaderValue::from_static("weir; fwd=miss; detail=origin-error")
     };
@@ -169,7 +187,7 @@ async fn transact(
         .closing());
     }
     let limit = engine.limits.max_request_header.0 as usize;
-    if headers::header_section_len(req.headers()) + req.uri().to_string().len() > limit {
+    if headers::header_section_len(req.headers()) + uri_len(req.uri()) > limit {
         return Err(ProxyError::new(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorKind::HeaderTooLarge,
@@ -246,6 +264,13 @@ fn body_is_empty(parts: &request::Parts, body: &Incoming) -> bool {
     body.is_end_stream()
         || (!parts.headers.contains_key(header::TRANSFER_ENCODING)
             && headers::content_length(&parts.headers).unwrap_or(0) == 0)
+}
+
+/// Length of the request target as sent, without formatting it.
+fn uri_len(uri: &http::Uri) -> usize {
+    uri.scheme_str().map_or(0, |s| s.len() + 3)
+        + uri.authority().map_or(0, |a| a.as_str().len())
+        + uri.path_and_query().map_or(0, |p| p.as_str().len())
 }
 
 pub(crate) fn body_too_large(max: u64) -> ProxyError {
@@ -386,6 +411,8 @@ pub(crate) async fn forward(
     let (mut parts, body) = response.into_parts();
     headers::remove_hop_by_hop(&mut parts.headers);
     headers::append_via(&mut parts.headers, parts.version);
+    // Via records what the origin spoke; the client gets Weir's own version.
+    parts.version = http::Version::HTTP_11;
     Ok(Response::from_parts(parts, ProxyBody::upstream(body)))
 }
 
@@ -497,7 +524,7 @@ pub(crate) struct TxnRecord {
 }
 
 impl TxnRecord {
-    pub(crate) fn finish(self: Box<Self>, bytes_out: u64) {
+    pub(crate) fn finish(&self, bytes_out: u64) {
         let elapsed = self.start.elapsed();
         let m = &self.engine.metrics;
         let outcome = if self.body_failed {

@@ -363,7 +363,15 @@ impl UpstreamBody {
             match Pin::new(&mut self.inner).poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => return Poll::Ready(Some(Ok(data))),
+                    Ok(data) => {
+                        // The consumer may stop polling once it has the declared length.
+                        if self.inner.is_end_stream() {
+                            if let Some(c) = self.conn.take() {
+                                c.release_when_ready();
+                            }
+                        }
+                        return Poll::Ready(Some(Ok(data)));
+                    }
                     Err(_trailers) => continue,
                 },
                 Poll::Ready(Some(Err(e))) => {

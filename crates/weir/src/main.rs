@@ -66,7 +66,9 @@ fn init_tracing() {
 }
 
 fn run(config: Config) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    // This runtime accepts connections, serves the admin listener and waits for
+    // signals; client connections are served by the proxy's own worker threads.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

@@ -503,6 +503,117 @@ async fn stale_entry_replaced_when_origin_sends_a_new_response() {
 }
 
 #[tokio::test]
+async fn origin_304_without_validators_refreshes_and_one_with_another_etag_is_refused() {
+    let (origin, _proxy, client) = setup();
+    // A 304 without ETag/Last-Modified confirms the copy Weir asked about.
+    origin.route_fn("/bare-304", |req| {
+        if req.has_header("if-none-match") {
+            Reply::status(304)
+                .cc("max-age=60")
+                .header("x-refreshed", "yes")
+        } else {
+            Reply::ok("original body")
+                .header("etag", "\"v1\"")
+                .cc("max-age=1")
+        }
+    });
+    // A 304 naming another strong ETag is about a representation Weir does not hold.
+    origin.route_fn("/other-etag-304", |req| {
+        if req.has_header("if-none-match") {
+            Reply::status(304).header("etag", "\"v2\"").cc("max-age=60")
+        } else {
+            Reply::ok("v1 body")
+                .header("etag", "\"v1\"")
+                .cc("max-age=1")
+        }
+    });
+    let bare = origin.url("/bare-304");
+    let other = origin.url("/other-etag-304");
+    let first = get(&client, &bare, &[]).await;
+    assert_eq!(
+        (first.status.as_u16(), first.text().as_str()),
+        (200, "original body")
+    );
+    assert_stored_miss(&first, "first request (bare 304 case)");
+    let first = get(&client, &other, &[]).await;
+    assert_eq!(
+        (first.status.as_u16(), first.text().as_str()),
+        (200, "v1 body")
+    );
+    assert_stored_miss(&first, "first request (other ETag case)");
+
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+
+    // The client's GET is unconditional: it must get the stored body, updated.
+    let r = get(&client, &bare, &[]).await;
+    assert_eq!(
+        r.status, 200,
+        "an unconditional GET answered with the origin's bare 304; headers {:?}",
+        r.headers
+    );
+    assert_eq!(r.text(), "original body");
+    assert_eq!(
+        r.header("x-refreshed").as_deref(),
+        Some("yes"),
+        "headers updated from the 304"
+    );
+    let cs = r.cache_status();
+    assert!(
+        cs_has(&cs, "fwd", Some("stale")) && cs_has(&cs, "fwd-status", Some("304")),
+        "expected `weir; fwd=stale; fwd-status=304`, got {cs:?}"
+    );
+    assert_eq!(origin.count("/bare-304"), 2);
+    assert_eq!(
+        origin
+            .last("/bare-304")
+            .unwrap()
+            .header("if-none-match")
+            .as_deref(),
+        Some("\"v1\""),
+        "the validation carries the stored ETag"
+    );
+    let r = get(&client, &bare, &[]).await;
+    assert_eq!(
+        (r.status.as_u16(), r.text().as_str()),
+        (200, "original body")
+    );
+    assert_hit(&r, "after the refresh by a bare 304");
+    assert_eq!(r.header("x-refreshed").as_deref(), Some("yes"));
+    assert_eq!(origin.count("/bare-304"), 2);
+
+    // Another strong ETag: no 304 to a client that asked no question, and no reuse.
+    let r = get(&client, &other, &[]).await;
+    assert_ne!(
+        r.status, 304,
+        "an unconditional GET answered with a 304 for ETag \"v2\""
+    );
+    assert_eq!(r.status, 502, "body: {:?}", r.text());
+    assert!(
+        !r.text().trim().is_empty(),
+        "the 502 needs a short reason in the body"
+    );
+    let ct = r.header("content-type").unwrap_or_default();
+    assert!(ct.starts_with("text/plain"), "502: Content-Type {ct:?}");
+    assert_eq!(origin.count("/other-etag-304"), 2);
+    assert_eq!(
+        origin
+            .last("/other-etag-304")
+            .unwrap()
+            .header("if-none-match")
+            .as_deref(),
+        Some("\"v1\"")
+    );
+    let r = get(&client, &other, &[]).await;
+    assert_eq!(
+        origin.count("/other-etag-304"),
+        3,
+        "the entry refused by the origin's 304 was still served"
+    );
+    assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "v1 body"));
+    assert_not_hit(&r, "after the refused 304");
+}
+
+#[tokio::test]
 async fn clients_own_conditional_requests_get_304_from_the_cache() {
     let (origin, _proxy, client) = setup();
     let last_modified = http_date(7200);
@@ -904,4 +1015,41 @@ async fn cache_status_is_on_every_response() {
         "Cache-Status problems:\n{}",
         wrong.join("\n")
     );
+}
+
+/// Where `entry` starts in a `Cache-Status` value (panics, showing it, when absent).
+fn position(cs: &str, entry: &str) -> usize {
+    cs.find(entry)
+        .unwrap_or_else(|| panic!("Cache-Status {cs:?} has no {entry:?}"))
+}
+
+#[tokio::test]
+async fn cache_status_from_a_cache_nearer_the_origin_is_kept_before_ours() {
+    let (origin, _proxy, client) = setup();
+    origin.route(
+        "/chain",
+        Reply::ok("chained")
+            .cc("max-age=60")
+            .header("cache-status", "upstream; hit"),
+    );
+    let url = origin.url("/chain");
+
+    let r = get(&client, &url, &[]).await;
+    assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "chained"));
+    let cs = r.cache_status();
+    assert!(
+        position(&cs, "upstream; hit") < position(&cs, "weir; fwd=miss; stored"),
+        "ours must follow the origin's entry: {cs:?}"
+    );
+    assert_eq!(cs, "upstream; hit, weir; fwd=miss; stored");
+
+    let r = get(&client, &url, &[]).await;
+    assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "chained"));
+    let cs = r.cache_status();
+    assert!(
+        position(&cs, "upstream; hit") < position(&cs, "weir; hit"),
+        "ours must follow the stored entry: {cs:?}"
+    );
+    assert_eq!(cs, "upstream; hit, weir; hit");
+    assert_eq!(origin.count("/chain"), 1);
 }

@@ -224,6 +224,51 @@ async fn origin_timeout_gets_504() {
     assert_eq!(origin.count("/sleepy"), 1);
 }
 
+#[tokio::test]
+async fn origin_timeout_on_a_cacheable_get_is_not_reported_as_only_if_cached() {
+    let origin = TestOrigin::start();
+    origin.route(
+        "/slow-cacheable",
+        Reply::ok("too late")
+            .cc("max-age=60")
+            .delay(Duration::from_secs(2)),
+    );
+    origin.route("/never-fetched", Reply::ok("not asked").cc("max-age=60"));
+    let proxy = Proxy::builder()
+        .forward()
+        .option("timeouts", "origin_response", "300ms")
+        .start();
+    let client = proxied_client(proxy.forward_addr());
+
+    let r = get(&client, &origin.url("/slow-cacheable"), &[]).await;
+    assert_plain_error(&r, 504);
+    let cs = r.cache_status();
+    assert!(
+        !cs.contains("only-if-cached"),
+        "an origin timeout reported as only-if-cached: {cs:?}"
+    );
+    assert!(
+        cs_has(&cs, "detail", Some("origin-error")),
+        "expected `detail=origin-error`, got {cs:?}"
+    );
+    assert_eq!(origin.count("/slow-cacheable"), 1);
+
+    // A real only-if-cached miss keeps its own detail, and never reaches the origin.
+    let r = get(
+        &client,
+        &origin.url("/never-fetched"),
+        &[("cache-control", "only-if-cached")],
+    )
+    .await;
+    assert_eq!(r.status, 504, "body: {:?}", r.text());
+    let cs = r.cache_status();
+    assert!(
+        cs_has(&cs, "detail", Some("only-if-cached")),
+        "expected `detail=only-if-cached`, got {cs:?}"
+    );
+    assert_eq!(origin.count("/never-fetched"), 0);
+}
+
 #[test]
 fn request_body_over_the_limit_gets_413() {
     let origin = TestOrigin::start();

@@ -355,3 +355,74 @@ async fn metrics_expose_the_documented_names_and_move() {
     );
     assert_eq!(origin.count("/m"), 1);
 }
+
+#[tokio::test]
+async fn complete_responses_are_not_counted_as_client_aborted() {
+    let origin = TestOrigin::start();
+    origin.route("/ca/*", Reply::ok("cacheable body").cc("max-age=60"));
+    origin.route("/ns/*", Reply::ok("uncached body").cc("no-store"));
+    origin.route("/post", Reply::ok("posted"));
+    let proxy = Proxy::forward();
+    let client = proxied_client(proxy.forward_addr());
+    let requests = |text: &str| metric(text, "weir_requests_total", &[]).unwrap_or(0.0);
+    let aborted = |text: &str| {
+        metric(text, "weir_errors_total", &[("kind", "client_aborted")]).unwrap_or(0.0)
+    };
+    let before = proxy.metrics();
+
+    // 10 requests read to the end: 3 stored misses, 4 hits, 2 uncached misses, 1 POST.
+    for i in 0..3 {
+        let r = get(&client, &origin.url(&format!("/ca/{i}")), &[]).await;
+        assert_eq!(
+            (r.status.as_u16(), r.text().as_str()),
+            (200, "cacheable body")
+        );
+        assert_eq!(r.header("content-length").as_deref(), Some("14"));
+    }
+    for i in [0, 1, 2, 0] {
+        let r = get(&client, &origin.url(&format!("/ca/{i}")), &[]).await;
+        assert_eq!(r.text(), "cacheable body");
+        assert!(is_hit(&r.cache_status()), "{:?}", r.cache_status());
+    }
+    for i in 0..2 {
+        let r = get(&client, &origin.url(&format!("/ns/{i}")), &[]).await;
+        assert_eq!(
+            (r.status.as_u16(), r.text().as_str()),
+            (200, "uncached body")
+        );
+    }
+    let r = send(
+        &client,
+        "POST",
+        &origin.url("/post"),
+        &[],
+        Some(b"payload".to_vec()),
+    )
+    .await;
+    assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "posted"));
+    assert_eq!(origin.total(), 6, "3 + 2 misses and the POST");
+
+    // A transaction is recorded when its response body is dropped: wait for all 10.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut after = proxy.metrics();
+    while requests(&after) - requests(&before) < 10.0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        after = proxy.metrics();
+    }
+    assert_eq!(
+        requests(&after) - requests(&before),
+        10.0,
+        "weir_requests_total moved by {}",
+        requests(&after) - requests(&before)
+    );
+    assert_eq!(
+        aborted(&after),
+        0.0,
+        "weir_errors_total{{kind=\"client_aborted\"}} after 10 complete requests:\n{}",
+        after
+            .lines()
+            .filter(|l| l.starts_with("weir_errors_total"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

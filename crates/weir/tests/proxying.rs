@@ -4,6 +4,10 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -402,6 +406,54 @@ async fn origin_connections_are_kept_alive_and_reused() {
     );
 }
 
+#[test]
+fn pass_through_requests_reuse_origin_connections() {
+    let origin = TestOrigin::start();
+    origin.route("/post/*", Reply::ok("posted"));
+    let proxy = Proxy::forward();
+    let mut conn = RawConn::connect(proxy.forward_addr());
+    for i in 0..5 {
+        let mut req = absolute(
+            "POST",
+            &origin,
+            &format!("/post/{i}"),
+            "Content-Length: 5\r\n",
+        );
+        req.extend_from_slice(b"hello");
+        conn.send(&req);
+        let r = conn
+            .read_final(false)
+            .expect("response on the kept-alive client connection");
+        assert_eq!((r.status, r.text().as_str()), (200, "posted"), "POST {i}");
+        assert_eq!(r.header("content-length"), Some("6"), "POST {i}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(origin.total(), 5);
+    assert!(
+        origin
+            .requests()
+            .iter()
+            .all(|r| r.method == "POST" && &r.body[..] == b"hello"),
+        "the origin got {:?}",
+        origin.requests()
+    );
+    assert!(
+        origin.connections_accepted() <= 2,
+        "5 sequential POSTs opened {} origin connections",
+        origin.connections_accepted()
+    );
+    let reused = metric(
+        &proxy.metrics(),
+        "weir_origin_connections_reused_total",
+        &[],
+    )
+    .unwrap_or(0.0);
+    assert!(
+        reused >= 3.0,
+        "weir_origin_connections_reused_total = {reused} after 5 sequential POSTs"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn origin_connections_are_limited_per_origin() {
     let origin = TestOrigin::start();
@@ -595,6 +647,121 @@ async fn via_is_added_in_both_directions() {
         ["1.1 client-side", "1.1 weir"],
         "request Via at the origin"
     );
+}
+
+/// A bare HTTP/1.0 origin: reads each request (head and Content-Length body), answers
+/// `HTTP/1.0 200 OK` with "ok" and closes. Stops on drop.
+struct Http10Origin {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    served: Arc<AtomicUsize>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Http10Origin {
+    fn start() -> Http10Origin {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the HTTP/1.0 origin");
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let served = Arc::new(AtomicUsize::new(0));
+        let (st, sv) = (stop.clone(), served.clone());
+        let thread = std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if st.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut conn) = conn else { continue };
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+                if Http10Origin::read_request(&mut conn) {
+                    sv.fetch_add(1, Ordering::SeqCst);
+                    let _ = conn.write_all(
+                        b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\nCache-Control: no-store\r\n\r\nok",
+                    );
+                    let _ = conn.flush();
+                }
+            }
+        });
+        Http10Origin {
+            addr,
+            stop,
+            served,
+            thread: Some(thread),
+        }
+    }
+
+    /// Reads one request whole; false if the connection ended first.
+    fn read_request(conn: &mut std::net::TcpStream) -> bool {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let head_end = loop {
+            if let Some(pos) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break pos + 4;
+            }
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+        let body_len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        while buf.len() < head_end + body_len {
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        true
+    }
+
+    fn served(&self) -> usize {
+        self.served.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Http10Origin {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop.
+        let _ = std::net::TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn http10_origin_responses_reach_the_client_as_http11() {
+    let origin = Http10Origin::start();
+    let proxy = Proxy::forward();
+    let addr = origin.addr;
+    // GET goes through the cache's fetch, POST through plain forwarding.
+    for (method, extra, body) in [("GET", "", ""), ("POST", "Content-Length: 4\r\n", "data")] {
+        let req = format!(
+            "{method} http://{addr}/old HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{extra}\r\n{body}"
+        );
+        let r = raw_exchange(proxy.forward_addr(), req.as_bytes());
+        assert_eq!(
+            format!("{} {}", r.version, r.status),
+            "HTTP/1.1 200",
+            "{method}: status line of the response to an HTTP/1.1 client"
+        );
+        assert_eq!(r.text(), "ok", "{method}");
+        let via = via_values(
+            &r.header_all("via")
+                .iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>(),
+        );
+        assert!(
+            via.iter().any(|v| v == "1.0 weir"),
+            "{method}: Via {via:?} should record the origin's HTTP/1.0 as `1.0 weir`"
+        );
+    }
+    assert_eq!(origin.served(), 2);
 }
 
 #[test]

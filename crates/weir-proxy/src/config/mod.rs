@@ -27,6 +27,8 @@ use spans::Document;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
+    /// The process: worker threads.
+    pub server: ServerConfig,
     /// The admin listener (metrics; later the admin API).
     pub admin: AdminConfig,
     /// Client-facing listeners.
@@ -46,6 +48,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
+            server: ServerConfig::default(),
             admin: AdminConfig::default(),
             listen: vec![ListenConfig {
                 addr: "127.0.0.1:3128".parse().expect("literal address"),
@@ -60,6 +63,25 @@ impl Default for Config {
             timeouts: TimeoutsConfig::default(),
             upstream: UpstreamConfig::default(),
             log: LogConfig::default(),
+        }
+    }
+}
+
+/// `[server]`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Worker threads serving client connections, each with its own event loop;
+    /// 0 means one per CPU core.
+    pub workers: usize,
+}
+
+impl ServerConfig {
+    /// The number of worker threads to start.
+    pub fn worker_count(&self) -> usize {
+        match self.workers {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
         }
     }
 }

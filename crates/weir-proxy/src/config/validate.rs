@@ -130,6 +130,13 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
         );
     }
 
+    if config.server.workers > 1024 {
+        report(
+            vec![KeyPath::top("server").key("workers")],
+            format!("{} worker threads is more than 1024", config.server.workers),
+        );
+    }
+
     if config.log.access.trim().is_empty() {
         report(
             vec![KeyPath::top("log").key("access")],
