@@ -164,7 +164,30 @@ pub(crate) fn add_validators(stored: &HeaderMap, request: &mut HeaderMap) {
     }
 }
 
-/// Formats seconds for an `Age` header.
+/// Formats seconds for an `Age` header. Ages under a minute, the common case for
+/// popular objects, come from a table instead of a fresh allocation on every hit.
 pub(crate) fn age_value(age: Duration) -> HeaderValue {
-    HeaderValue::from(age.as_secs())
+    const SMALL: [&str; 60] = [
+        "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16",
+        "17", "18", "19", "20", "21", "22", "23", "24", "25", "26", "27", "28", "29", "30", "31",
+        "32", "33", "34", "35", "36", "37", "38", "39", "40", "41", "42", "43", "44", "45", "46",
+        "47", "48", "49", "50", "51", "52", "53", "54", "55", "56", "57", "58", "59",
+    ];
+    match SMALL.get(age.as_secs() as usize) {
+        Some(s) => HeaderValue::from_static(s),
+        None => HeaderValue::from(age.as_secs()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn age_values() {
+        assert_eq!(age_value(Duration::from_secs(0)), "0");
+        assert_eq!(age_value(Duration::from_millis(59_999)), "59");
+        assert_eq!(age_value(Duration::from_secs(60)), "60");
+        assert_eq!(age_value(Duration::from_secs(86_400)), "86400");
+    }
 }

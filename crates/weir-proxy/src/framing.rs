@@ -85,8 +85,13 @@ impl<IO> FramingGuard<IO> {
                         Some(i) => {
                             let end = start + i + 4;
                             let consumed_here = end - (buf.len() - data.len());
-                            let head = std::mem::take(buf);
+                            // The buffer is reused for the next head: no allocation per request.
+                            let mut head = std::mem::take(buf);
                             self.head_complete(&head[..end]);
+                            if let State::Head(next) = &mut self.state {
+                                head.clear();
+                                *next = head;
+                            }
                             consumed_here
                         }
                         None => {

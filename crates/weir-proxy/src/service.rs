@@ -497,13 +497,26 @@ impl LogInfo {
         LogInfo {
             start: SystemTime::now(),
             method: req.method().to_string(),
-            url: req.uri().to_string(),
+            url: log_url(req),
             version: req.version(),
             upstream: None,
             content_type: None,
             user_agent: header(header::USER_AGENT),
             referer: header(header::REFERER),
         }
+    }
+}
+
+/// The URL as Squid logs it: absolute, also for origin-form requests to a reverse
+/// listener (built from the Host header).
+fn log_url(req: &Request<Incoming>) -> String {
+    let uri = req.uri();
+    if uri.scheme().is_some() || req.method() == Method::CONNECT {
+        return uri.to_string();
+    }
+    match req.headers().get(header::HOST).and_then(|h| h.to_str().ok()) {
+        Some(host) => format!("http://{host}{uri}"),
+        None => uri.to_string(),
     }
 }
 
