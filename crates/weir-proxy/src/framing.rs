@@ -6,8 +6,13 @@
 //! the service cannot see the conflict. Weir rejects such requests instead: they are
 //! the classic request-smuggling vector when a chain of intermediaries disagrees.
 //! The guard shadows the framing of each request (head, then a fixed-length or chunked
-//! body) and records the sequence number of the first ambiguous one. It only reads;
-//! on anything it does not understand it steps aside and leaves the verdict to hyper.
+//! body) and records the sequence number of the first ambiguous one. On anything it
+//! does not understand it steps aside and leaves the verdict to hyper.
+//!
+//! On the way out it does one thing: hyper answers a request it cannot parse with a
+//! bare status line (400, 414 or 431, `content-length: 0`, connection closing) that
+//! never reaches the service. The guard replaces that answer with the same status and
+//! a short plain-text reason, and counts it, so that every refusal explains itself.
 
 use std::io;
 use std::pin::Pin;
@@ -16,6 +21,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::metrics::{ErrorKind, Metrics};
 
 /// What the guard found, shared with the connection's transactions.
 #[derive(Default)]
@@ -50,10 +57,14 @@ pub(crate) struct FramingGuard<IO> {
     first_read: bool,
     head_limit: usize,
     report: Arc<FramingReport>,
+    metrics: Arc<Metrics>,
+    /// A replacement for hyper's bare error answer, being written: (bytes, written,
+    /// length of hyper's write it stands for).
+    replacing: Option<(Vec<u8>, usize, usize)>,
 }
 
 impl<IO> FramingGuard<IO> {
-    pub fn new(io: IO, head_limit: usize) -> (Self, Arc<FramingReport>) {
+    pub fn new(io: IO, head_limit: usize, metrics: Arc<Metrics>) -> (Self, Arc<FramingReport>) {
         let report = Arc::new(FramingReport::default());
         (
             FramingGuard {
@@ -63,6 +74,8 @@ impl<IO> FramingGuard<IO> {
                 first_read: true,
                 head_limit,
                 report: report.clone(),
+                metrics,
+                replacing: None,
             },
             report,
         )
@@ -248,13 +261,93 @@ impl<IO: AsyncRead + Unpin> AsyncRead for FramingGuard<IO> {
     }
 }
 
+/// If `head` is hyper's own answer to an unparseable request, the answer to send
+/// instead: same status, a reason, and Weir's usual headers.
+fn replacement_for(head: &[u8]) -> Option<(Vec<u8>, ErrorKind)> {
+    let (status, kind, reason) = if head.starts_with(b"HTTP/1.1 400 ") {
+        (
+            "400 Bad Request",
+            ErrorKind::BadRequest,
+            "malformed request: not a valid HTTP/1.1 request line and header section",
+        )
+    } else if head.starts_with(b"HTTP/1.1 431 ") {
+        (
+            "431 Request Header Fields Too Large",
+            ErrorKind::HeaderTooLarge,
+            "request header section too large",
+        )
+    } else if head.starts_with(b"HTTP/1.1 414 ") {
+        (
+            "414 URI Too Long",
+            ErrorKind::BadRequest,
+            "request target too long",
+        )
+    } else {
+        return None;
+    };
+    let lower = head.to_ascii_lowercase();
+    // Every response the service produces carries Cache-Status; hyper's own do not.
+    if find(&lower, b"cache-status:").is_some() || find(&lower, b"content-length: 0\r\n").is_none()
+    {
+        return None;
+    }
+    let body = format!("{reason}\n");
+    let text = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncache-control: no-store\r\n\
+         cache-status: weir; detail=refused\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    Some((text.into_bytes(), kind))
+}
+
+impl<IO: AsyncWrite + Unpin> FramingGuard<IO> {
+    /// Writes the replacement for hyper's answer; completes as if `len` bytes of
+    /// hyper's were written.
+    fn poll_replacement(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        while let Some((bytes, written, len)) = &mut self.replacing {
+            if *written == bytes.len() {
+                let len = *len;
+                self.replacing = None;
+                return Poll::Ready(Ok(len));
+            }
+            match Pin::new(&mut self.io).poll_write(cx, &bytes[*written..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => *written += n,
+                Poll::Ready(Err(e)) => {
+                    self.replacing = None;
+                    return Poll::Ready(Err(e));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(0))
+    }
+
+    fn start_replacing(&mut self, head: &[u8]) -> bool {
+        match replacement_for(head) {
+            Some((bytes, kind)) => {
+                self.metrics.error(kind);
+                self.replacing = Some((bytes, 0, head.len()));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 impl<IO: AsyncWrite + Unpin> AsyncWrite for FramingGuard<IO> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, data)
+        let this = &mut *self;
+        if this.replacing.is_some()
+            || (data.starts_with(b"HTTP/1.1 4") && this.start_replacing(data))
+        {
+            return this.poll_replacement(cx);
+        }
+        Pin::new(&mut this.io).poll_write(cx, data)
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.io).poll_flush(cx)
@@ -267,7 +360,21 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for FramingGuard<IO> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let this = &mut *self;
+        let first = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .map_or(&[][..], |b| &b[..]);
+        if this.replacing.is_some() {
+            return this.poll_replacement(cx);
+        }
+        if first.starts_with(b"HTTP/1.1 4")
+            && bufs.iter().filter(|b| !b.is_empty()).count() == 1
+            && this.start_replacing(first)
+        {
+            return this.poll_replacement(cx);
+        }
+        Pin::new(&mut this.io).poll_write_vectored(cx, bufs)
     }
     fn is_write_vectored(&self) -> bool {
         self.io.is_write_vectored()
@@ -279,7 +386,7 @@ mod tests {
     use super::*;
 
     fn feed(pieces: &[&[u8]]) -> (u64, Arc<FramingReport>) {
-        let (mut g, report) = FramingGuard::new((), 65536);
+        let (mut g, report) = FramingGuard::new((), 65536, Arc::new(Metrics::new()));
         for p in pieces {
             g.observe(p);
         }
@@ -319,6 +426,21 @@ mod tests {
         let (n, report) = feed(&[head.as_bytes(), body]);
         assert_eq!(n, 1);
         assert!(!report.is_ambiguous(1) && !report.is_ambiguous(2));
+    }
+
+    #[test]
+    fn replaces_only_hypers_bare_error_answers() {
+        let hyper_400 = b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
+        let (bytes, kind) = replacement_for(hyper_400).unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"));
+        assert!(text.ends_with(
+            "\r\n\r\nmalformed request: not a valid HTTP/1.1 request line and header section\n"
+        ));
+        assert_eq!(kind, ErrorKind::BadRequest);
+        let ours = b"HTTP/1.1 400 Bad Request\r\ncache-status: weir; detail=refused\r\ncontent-length: 0\r\n\r\n";
+        assert!(replacement_for(ours).is_none());
+        assert!(replacement_for(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").is_none());
     }
 
     #[test]

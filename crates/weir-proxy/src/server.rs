@@ -325,7 +325,8 @@ async fn accept_loop(
         );
         worker.handle.spawn(async move {
             if let Ok(stream) = TcpStream::from_std(stream) {
-                let (stream, framing) = FramingGuard::new(stream, head_limit);
+                let (stream, framing) =
+                    FramingGuard::new(stream, head_limit, engine.metrics.clone());
                 let conn = Arc::new(ConnInfo {
                     client,
                     allowed,

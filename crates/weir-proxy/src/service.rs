@@ -514,7 +514,11 @@ fn log_url(req: &Request<Incoming>) -> String {
     if uri.scheme().is_some() || req.method() == Method::CONNECT {
         return uri.to_string();
     }
-    match req.headers().get(header::HOST).and_then(|h| h.to_str().ok()) {
+    match req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+    {
         Some(host) => format!("http://{host}{uri}"),
         None => uri.to_string(),
     }
