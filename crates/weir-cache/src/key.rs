@@ -49,6 +49,16 @@ impl CacheKey {
         CacheKey(s.into())
     }
 
+    /// This key with a module's variant added (e.g. the encoding a compressor made):
+    /// a different object of the same URL.
+    pub fn with_module_variant(&self, variant: &str) -> CacheKey {
+        let mut s = String::with_capacity(self.0.len() + 2 + variant.len());
+        s.push_str(&self.0);
+        s.push_str("\0~");
+        s.push_str(variant);
+        CacheKey(s.into())
+    }
+
     /// The URL part of the key (without variant values).
     pub fn url(&self) -> &str {
         self.0.split('\0').next().unwrap_or("")

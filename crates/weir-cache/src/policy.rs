@@ -58,6 +58,12 @@ impl StoragePolicy {
         }
     }
 
+    /// The same policy with its freshness set by a module: fresh for `ttl` from `now`.
+    pub fn with_time_to_live(mut self, now: SystemTime, ttl: Duration) -> StoragePolicy {
+        self.fresh_until = now + ttl;
+        self
+    }
+
     /// May this response be stored by a shared cache?
     pub fn is_storable(&self) -> bool {
         self.inner.is_storable()

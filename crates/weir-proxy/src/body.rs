@@ -63,7 +63,7 @@ impl ProxyBody {
     pub(crate) fn attach(&mut self, record: Box<TxnRecord>, declared_len: Option<u64>) {
         self.record = Some(record);
         self.declared = declared_len;
-        if matches!(self.kind, Kind::Empty) {
+        if http_body::Body::is_end_stream(self) {
             // Nothing will be polled for an empty body; complete on drop as a success.
             if let Some(r) = self.record.as_mut() {
                 r.completed = true;
@@ -104,6 +104,10 @@ impl Body for ProxyBody {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Some(Ok(data))) => {
                 this.sent += data.len() as u64;
+                // hyper stops polling a body that says it has ended.
+                if http_body::Body::is_end_stream(&*this) {
+                    this.finish(true);
+                }
                 Poll::Ready(Some(Ok(Frame::data(data))))
             }
             Poll::Ready(Some(Err(e))) => {

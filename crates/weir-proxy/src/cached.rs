@@ -11,9 +11,11 @@ use weir_cache::{CacheKey, CachedObject, FlightReader, Join, Lookup, StoragePoli
 use crate::body::{ProxyBody, RequestBody};
 use crate::error::ProxyError;
 use crate::headers;
+use crate::hooks;
 use crate::metrics::{CacheOutcome, ErrorKind};
-use crate::service::{forward, upstream_error, upstream_request, Engine, Served, Target};
+use crate::service::{forward_hooked, upstream_error, upstream_request, Engine, Served, Target};
 use crate::upstream::OriginAddr;
+use weir_api::{BodyChunk, CacheLookup, Event, Reply, Txn};
 
 /// What a flight's readers learn when the origin's response head arrives.
 pub(crate) type FlightHead = Arc<FlightOutcome>;
@@ -74,11 +76,29 @@ pub(crate) async fn serve(
     engine: &Arc<Engine>,
     parts: request::Parts,
     target: Target,
+    txn: &mut Option<Box<Txn>>,
 ) -> Result<Served, ProxyError> {
-    let key = cache_key(&target);
+    let mut key = cache_key(&target);
+    if let Some(variant) = txn
+        .as_ref()
+        .and_then(|t| t.cache_overrides().variant.as_deref())
+    {
+        key = key.with_module_variant(variant);
+    }
     let now = SystemTime::now();
     let only_if_cached = request_directive(&parts.headers, "only-if-cached");
-    let stale = match engine.cache.lookup(&key, &parts, now) {
+    let found = engine.cache.lookup(&key, &parts, now);
+    if engine.modules.wants(Event::CacheLookup) {
+        let seen = match &found {
+            Lookup::Fresh(_) => CacheLookup::Fresh,
+            Lookup::Stale(_) => CacheLookup::Stale,
+            Lookup::Miss => CacheLookup::Miss,
+        };
+        if let Some(reply) = hooks::cache_lookup(engine, txn.as_deref_mut(), seen).await? {
+            return Ok(Served::module_reply(reply));
+        }
+    }
+    let stale = match found {
         Lookup::Fresh(object) => {
             return Ok(serve_object(&object, &parts, now, CacheOutcome::Hit, HIT))
         }
@@ -97,13 +117,15 @@ pub(crate) async fn serve(
     if parts.method == Method::HEAD {
         // HEAD responses are not stored; forward it as it is.
         let req = upstream_request(&parts, &target, RequestBody::Empty, false);
-        let response = forward(engine, &target.origin, req).await?;
-        return Ok(Served {
-            response,
-            outcome: CacheOutcome::Miss,
-            cache_status: HeaderValue::from_static("weir; fwd=miss"),
-            upstream: Some(target.origin),
-        });
+        return forward_hooked(
+            engine,
+            txn,
+            &target,
+            req,
+            CacheOutcome::Miss,
+            HeaderValue::from_static("weir; fwd=miss"),
+        )
+        .await;
     }
     let recheck = || match engine.cache.lookup(&key, &parts, SystemTime::now()) {
         Lookup::Fresh(o) => Some(o),
@@ -116,8 +138,16 @@ pub(crate) async fn serve(
             if let Some(object) = &stale {
                 object.add_validators(req.headers_mut());
             }
+            // The fill may serve several clients: it has a transaction of its own, with
+            // the leader's cache overrides (see docs/modules.md).
+            let fill_txn = txn.as_ref().and_then(|t| {
+                let mut fill = engine.modules.new_txn(t.client_addr())?;
+                *fill.cache() = t.cache_overrides().clone();
+                Some(fill)
+            });
             let fetch = Fetch {
                 engine: engine.clone(),
+                txn: fill_txn,
                 key,
                 flight,
                 request: strip_body(&parts),
@@ -146,13 +176,8 @@ pub(crate) async fn serve(
             } else {
                 drop(reader);
                 let req = upstream_request(&parts, &target, RequestBody::Empty, false);
-                let response = forward(engine, &target.origin, req).await?;
-                Ok(Served {
-                    response,
-                    outcome: CacheOutcome::Miss,
-                    cache_status: HeaderValue::from_static(unusable.unwrap_or("weir; fwd=miss")),
-                    upstream: Some(target.origin),
-                })
+                let cache_status = HeaderValue::from_static(unusable.unwrap_or("weir; fwd=miss"));
+                forward_hooked(engine, txn, &target, req, CacheOutcome::Miss, cache_status).await
             }
         }
     }
@@ -199,6 +224,7 @@ fn serve_object(
         outcome,
         cache_status,
         upstream: None,
+        origin_body: false,
     }
 }
 
@@ -238,6 +264,7 @@ async fn serve_flight(
         outcome,
         cache_status,
         upstream: (!follower).then(|| origin.clone()),
+        origin_body: false,
     };
     if h.status == StatusCode::OK
         && h.shareable
@@ -272,6 +299,7 @@ fn not_modified_from(response: &HeaderMap) -> HeaderMap {
 /// One origin fetch feeding a flight.
 struct Fetch {
     engine: Arc<Engine>,
+    txn: Option<Box<Txn>>,
     key: CacheKey,
     flight: Arc<weir_cache::Flight<FlightHead>>,
     /// The leader's request, for the storage policy and the variant key.
@@ -281,8 +309,14 @@ struct Fetch {
 }
 
 impl Fetch {
-    async fn run(self, req: http::Request<RequestBody>) {
-        let engine = &self.engine;
+    async fn run(mut self, req: http::Request<RequestBody>) {
+        let engine = self.engine.clone();
+        let engine = &engine;
+        let req = match hooks::upstream_request(engine, self.txn.as_deref_mut(), req).await {
+            Ok(Ok(req)) => req,
+            Ok(Err(reply)) => return self.publish_reply(reply).await,
+            Err(e) => return self.fail(e),
+        };
         let sent = tokio::select! {
             r = engine.upstream.send(&self.origin, req) => r,
             _ = self.flight.abandoned() => return self.end(false),
@@ -330,13 +364,29 @@ impl Fetch {
         headers::remove_hop_by_hop(&mut parts.headers);
         headers::append_via(&mut parts.headers, parts.version);
         parts.version = http::Version::HTTP_11;
+        // Before the policy is computed: what modules change here is what is stored.
+        match hooks::response_headers(
+            engine,
+            self.txn.as_deref_mut(),
+            Event::ResponseHeaders,
+            &mut parts,
+        )
+        .await
+        {
+            Ok(None) => {}
+            Ok(Some(reply)) => return self.publish_reply(reply).await,
+            Err(e) => return self.fail(e),
+        }
         let max_object = engine.cache.settings().max_object_bytes;
-        let policy = StoragePolicy::new(
+        let mut policy = StoragePolicy::new(
             &self.request,
             &parts,
             now,
             engine.cache.settings().heuristic_fraction,
         );
+        if let Some(ttl) = self.txn.as_ref().and_then(|t| t.cache_overrides().ttl) {
+            policy = policy.with_time_to_live(now, ttl);
+        }
         let declared_too_big =
             headers::content_length(&parts.headers).is_some_and(|n| n > max_object);
         let mut storing = policy.is_worth_storing(now)
@@ -380,14 +430,38 @@ impl Fetch {
                 vary,
             })));
         let mut received: u64 = 0;
-        loop {
+        let body_hooks = engine.modules.wants(Event::ResponseBody) && self.txn.is_some();
+        let mut ended = false;
+        while !ended {
             let chunk = tokio::select! {
                 c = body.next_chunk() => c,
                 _ = self.flight.abandoned() => return self.end(false),
             };
+            let chunk = match chunk {
+                None if body_hooks => {
+                    ended = true;
+                    Some(Ok(Bytes::new()))
+                }
+                other => other,
+            };
             match chunk {
                 None => break,
-                Some(Ok(data)) => {
+                Some(Ok(mut data)) => {
+                    if body_hooks {
+                        if let Some(txn) = self.txn.as_deref_mut() {
+                            let mut piece = BodyChunk { data, last: ended };
+                            if hooks::body_chunk(engine, txn, Event::ResponseBody, &mut piece)
+                                .await
+                                .is_err()
+                            {
+                                return self.end(false);
+                            }
+                            data = piece.data;
+                        }
+                        if data.is_empty() {
+                            continue;
+                        }
+                    }
                     received += data.len() as u64;
                     if storing && received > max_object {
                         storing = false;
@@ -395,10 +469,8 @@ impl Fetch {
                     }
                     self.flight.push(data).await;
                 }
-                Some(Err(_)) => {
-                    engine.metrics.error(ErrorKind::OriginProtocol);
-                    return self.end(false);
-                }
+                // Counted once per client that was reading it (TxnRecord), not here.
+                Some(Err(_)) => return self.end(false),
             }
         }
         if storing {
@@ -415,6 +487,11 @@ impl Fetch {
         let status = object.status;
         let headers = object.response_headers(now);
         let body = object.body.clone();
+        // Followers are served this object only if they would have chosen its variant.
+        let vary = (!object.vary.is_empty()).then(|| {
+            let leader = self.key.variant(&object.vary, &self.request.headers);
+            (object.vary.clone(), leader)
+        });
         self.engine.cache.store(&self.key, &self.request, object);
         self.flight
             .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
@@ -423,12 +500,45 @@ impl Fetch {
                 shareable: true,
                 outcome: CacheOutcome::RefreshUnmodified,
                 cache_status: HeaderValue::from_static("weir; fwd=stale; fwd-status=304"),
-                vary: None,
+                vary,
             })));
         if !body.is_empty() {
             self.flight.push(body).await;
         }
         self.end(true)
+    }
+
+    /// A module answered instead of the origin: serve that, store nothing.
+    async fn publish_reply(self, reply: Reply) {
+        self.stop_sharing();
+        let mut headers = reply.headers;
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(reply.body.len()));
+        self.flight
+            .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
+                status: reply.status,
+                headers,
+                shareable: false,
+                outcome: CacheOutcome::Bypass,
+                cache_status: HeaderValue::from_static("weir; detail=module"),
+                vary: None,
+            })));
+        if !reply.body.is_empty() {
+            self.flight.push(reply.body).await;
+        }
+        self.end(true)
+    }
+
+    fn fail(self, e: ProxyError) {
+        if let Some(kind) = e.kind {
+            self.engine.metrics.error(kind);
+        }
+        self.flight
+            .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
+                status: e.status,
+                kind: None,
+                reason: e.reason,
+            })));
+        self.end(false)
     }
 
     fn stop_sharing(&self) {

@@ -13,7 +13,9 @@ pub mod config;
 mod error;
 mod framing;
 mod headers;
+mod hooks;
 pub mod metrics;
+mod modules;
 mod route;
 mod server;
 mod service;
@@ -22,3 +24,12 @@ mod upstream;
 
 pub use config::{Config, ConfigError};
 pub use server::{Server, StartError};
+
+/// Checks that every enabled `[[module]]` of `config` names one of `factories` and
+/// that its settings are valid (by building it), as `weir check` does.
+pub fn check_modules(
+    config: &Config,
+    factories: &[Box<dyn weir_api::ModuleFactory>],
+) -> Result<(), ConfigError> {
+    modules::load(config, factories).map(|_| ())
+}

@@ -89,11 +89,13 @@ pub enum ErrorKind {
     OriginProtocol,
     /// The client went away mid-response.
     ClientAborted,
+    /// A module that is not optional failed (500).
+    ModuleFailed,
 }
 
 impl ErrorKind {
     /// All kinds, in a fixed order (index = `self as usize`).
-    pub const ALL: [ErrorKind; 8] = [
+    pub const ALL: [ErrorKind; 9] = [
         ErrorKind::BadRequest,
         ErrorKind::HeaderTooLarge,
         ErrorKind::Forbidden,
@@ -102,6 +104,7 @@ impl ErrorKind {
         ErrorKind::OriginTimeout,
         ErrorKind::OriginProtocol,
         ErrorKind::ClientAborted,
+        ErrorKind::ModuleFailed,
     ];
 
     /// Lowercase label value.
@@ -115,6 +118,7 @@ impl ErrorKind {
             ErrorKind::OriginTimeout => "origin_timeout",
             ErrorKind::OriginProtocol => "origin_protocol",
             ErrorKind::ClientAborted => "client_aborted",
+            ErrorKind::ModuleFailed => "module_failed",
         }
     }
 }
@@ -149,6 +153,7 @@ pub struct Metrics {
     origin_opened: Counter,
     origin_reused: Counter,
     cache_source: Arc<Mutex<Option<CacheSource>>>,
+    module_failures: prometheus_client::metrics::family::Family<Vec<(String, String)>, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -217,7 +222,15 @@ impl Metrics {
             gauge(|(_, o)| o),
         );
 
+        let module_failures = prometheus_client::metrics::family::Family::default();
+        r.register(
+            "module_failures",
+            "Module callbacks that panicked, by module",
+            module_failures.clone(),
+        );
+
         Metrics {
+            module_failures,
             registry: r,
             requests,
             durations,
@@ -248,6 +261,13 @@ impl Metrics {
         if bytes_out > 0 {
             self.bytes_out.inc_by(bytes_out);
         }
+    }
+
+    /// A module's callback panicked (rare: the label lookup is acceptable here).
+    pub fn module_failed(&self, module: &str) {
+        self.module_failures
+            .get_or_create(&vec![("module".to_string(), module.to_string())])
+            .inc();
     }
 
     /// One error of this kind.

@@ -34,7 +34,7 @@ impl std::error::Error for StartError {}
 
 /// A running proxy.
 pub struct Server {
-    engine: Arc<Engine>,
+    log: Option<Arc<AccessLog>>,
     accept_tasks: Vec<JoinHandle<()>>,
     admin_task: Option<JoinHandle<()>>,
     stop: watch::Sender<bool>,
@@ -50,9 +50,19 @@ struct ConnectionCount {
 }
 
 impl Server {
-    /// Binds every listener in `config` and starts serving. Must be called inside a
-    /// tokio runtime.
+    /// Binds every listener in `config` and starts serving, with no modules available
+    /// (a `[[module]]` section is then an error). Must be called inside a tokio runtime.
     pub async fn start(config: Config) -> Result<Server, StartError> {
+        Self::start_with_modules(config, &[]).await
+    }
+
+    /// Binds every listener in `config` and starts serving, building the configured
+    /// `[[module]]`s from `factories` (the built-in ones, and any a custom binary
+    /// adds). Must be called inside a tokio runtime.
+    pub async fn start_with_modules(
+        config: Config,
+        factories: &[Box<dyn weir_api::ModuleFactory>],
+    ) -> Result<Server, StartError> {
         let metrics = Arc::new(Metrics::new());
         let log = AccessLog::open(&config.log).map_err(|e| {
             StartError(format!(
@@ -60,24 +70,35 @@ impl Server {
                 config.log.access
             ))
         })?;
-        let engine = Arc::new(Engine {
-            cache: weir_cache::Cache::new(weir_cache::CacheSettings {
-                memory_bytes: config.cache.memory.0,
-                max_object_bytes: config.cache.max_object.0,
-                heuristic_fraction: config.cache.heuristic_fraction,
-            }),
-            flights: weir_cache::Coalescer::new(),
-            upstream: Upstream::new(&config.upstream, &config.timeouts, metrics.clone()),
-            metrics: metrics.clone(),
-            log,
-            limits: config.limits.clone(),
-            connect_timeout: config.timeouts.connect.0,
-        });
-        let weak = Arc::downgrade(&engine);
+        let log = log.map(Arc::new);
+        let cache = Arc::new(weir_cache::Cache::new(weir_cache::CacheSettings {
+            memory_bytes: config.cache.memory.0,
+            max_object_bytes: config.cache.max_object.0,
+            heuristic_fraction: config.cache.heuristic_fraction,
+        }));
+        let flights = Arc::new(weir_cache::Coalescer::new());
+        let upstream = Upstream::new(&config.upstream, &config.timeouts, metrics.clone());
+        // One engine per listener: the same cache, pool and log, each with the modules
+        // its listener names.
+        let engine_for = |modules| {
+            Arc::new(Engine {
+                cache: cache.clone(),
+                flights: flights.clone(),
+                upstream: upstream.clone(),
+                metrics: metrics.clone(),
+                log: log.clone(),
+                limits: config.limits.clone(),
+                connect_timeout: config.timeouts.connect.0,
+                modules,
+            })
+        };
+        let weak = Arc::downgrade(&cache);
         metrics.set_cache_source(Box::new(move || match weak.upgrade() {
-            Some(e) => (e.cache.size_bytes(), e.cache.object_count()),
+            Some(c) => (c.size_bytes(), c.object_count()),
             None => (0, 0),
         }));
+        let loaded =
+            crate::modules::load(&config, factories).map_err(|e| StartError(e.to_string()))?;
 
         let (stop, _) = watch::channel(false);
         let connections = Arc::new(ConnectionCount {
@@ -109,10 +130,11 @@ impl Server {
                     .map_err(|e| StartError(e.to_string()))?,
             );
             tracing::info!(addr = %l.addr, mode = l.mode.as_str(), "listening");
+            let engine = engine_for(loaded.chain_for(l));
             accept_tasks.push(tokio::spawn(accept_loop(
                 listener,
                 info,
-                engine.clone(),
+                engine,
                 http.clone(),
                 stop.subscribe(),
                 connections.clone(),
@@ -128,7 +150,7 @@ impl Server {
             None => None,
         };
         Ok(Server {
-            engine,
+            log,
             accept_tasks,
             admin_task,
             stop,
@@ -170,7 +192,7 @@ impl Server {
         if let Some(t) = &self.admin_task {
             t.abort();
         }
-        if let Some(log) = &self.engine.log {
+        if let Some(log) = &self.log {
             log.flush();
         }
         self.workers.stop();

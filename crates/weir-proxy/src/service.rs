@@ -17,16 +17,18 @@ use crate::headers::{self, MaxForwards};
 use crate::metrics::{CacheOutcome, ErrorKind, Metrics};
 use crate::route::Router;
 use crate::upstream::{OriginAddr, Upstream, UpstreamError};
+use weir_api::{CacheLookup, Event, Reply};
 
 /// What every transaction shares.
 pub(crate) struct Engine {
-    pub cache: weir_cache::Cache,
-    pub flights: weir_cache::Coalescer<crate::cached::FlightHead>,
+    pub cache: Arc<weir_cache::Cache>,
+    pub flights: Arc<weir_cache::Coalescer<crate::cached::FlightHead>>,
     pub upstream: Arc<Upstream>,
     pub metrics: Arc<Metrics>,
-    pub log: Option<AccessLog>,
+    pub log: Option<Arc<AccessLog>>,
     pub limits: LimitsConfig,
     pub connect_timeout: std::time::Duration,
+    pub modules: crate::modules::ModuleChain,
 }
 
 impl Engine {
@@ -60,6 +62,22 @@ pub(crate) struct Served {
     pub outcome: CacheOutcome,
     pub cache_status: HeaderValue,
     pub upstream: Option<OriginAddr>,
+    /// The body comes straight from the origin, so the response-body event applies to
+    /// it on its way (on a cache fill it ran on the fetch).
+    pub origin_body: bool,
+}
+
+impl Served {
+    /// A response a module made.
+    pub(crate) fn module_reply(reply: Reply) -> Served {
+        Served {
+            response: crate::hooks::reply_response(reply),
+            outcome: CacheOutcome::Bypass,
+            cache_status: HeaderValue::from_static("weir; detail=module"),
+            upstream: None,
+            origin_body: false,
+        }
+    }
 }
 
 /// Where a request goes and how it is named in the cache.
@@ -79,7 +97,8 @@ pub(crate) async fn handle(
     let start = Instant::now();
     let log = engine.log.as_ref().map(|_| LogInfo::new(&req));
     let bytes_in = headers::content_length(req.headers()).unwrap_or(0);
-    let served = match transact(&engine, &conn, req).await {
+    let mut txn = engine.modules.new_txn(conn.client);
+    let served = match transact(&engine, &conn, req, &mut txn).await {
         Ok(s) => s,
         Err(e) => error_served(&engine.metrics, e),
     };
@@ -88,8 +107,17 @@ pub(crate) async fn handle(
         outcome,
         cache_status,
         upstream,
+        origin_body,
     } = served;
     set_cache_status(response.headers_mut(), cache_status);
+    let slot = match txn {
+        Some(t) => {
+            let (r, slot) = deliver(&engine, t, response, origin_body).await;
+            response = r;
+            Some(slot)
+        }
+        None => None,
+    };
     let record = TxnRecord {
         engine: engine.clone(),
         mode: conn.listener.mode,
@@ -109,6 +137,7 @@ pub(crate) async fn handle(
         }),
         completed: false,
         body_failed: false,
+        txn: slot,
     };
     let declared = match response.status() {
         StatusCode::NOT_MODIFIED | StatusCode::NO_CONTENT => Some(0),
@@ -116,6 +145,48 @@ pub(crate) async fn handle(
     };
     response.body_mut().attach(Box::new(record), declared);
     Ok(response)
+}
+
+/// The deliver events: headers now, body chunks as they stream (with the
+/// response-body event first when the body comes straight from the origin).
+async fn deliver(
+    engine: &Arc<Engine>,
+    mut txn: Box<weir_api::Txn>,
+    response: Response<ProxyBody>,
+    origin_body: bool,
+) -> (Response<ProxyBody>, crate::hooks::TxnSlot) {
+    let (mut head, body) = response.into_parts();
+    let response = match crate::hooks::response_headers(
+        engine,
+        Some(&mut txn),
+        Event::DeliverHeaders,
+        &mut head,
+    )
+    .await
+    {
+        Ok(None) => Response::from_parts(head, body),
+        Ok(Some(reply)) => crate::hooks::reply_response(reply),
+        Err(e) => {
+            if let Some(kind) = e.kind {
+                engine.metrics.error(kind);
+            }
+            e.into_response()
+        }
+    };
+    let slot: crate::hooks::TxnSlot = Arc::new(std::sync::Mutex::new(Some(txn)));
+    const BOTH: &[Event] = &[Event::ResponseBody, Event::DeliverBody];
+    const DELIVER: &[Event] = &[Event::DeliverBody];
+    let events = if origin_body && engine.modules.wants(Event::ResponseBody) {
+        BOTH
+    } else {
+        DELIVER
+    };
+    if events.iter().any(|&e| engine.modules.wants(e)) {
+        let (head, body) = response.into_parts();
+        let body = crate::hooks::hook_body(engine.clone(), body, events, slot.clone());
+        return (Response::from_parts(head, body), slot);
+    }
+    (response, slot)
 }
 
 /// Adds our `Cache-Status` entry after those of caches nearer the origin (RFC 9211 §2).
@@ -143,6 +214,8 @@ fn error_served(metrics: &Metrics, e: ProxyError) -> Served {
         HeaderValue::from_static("weir; detail=refused")
     } else if e.detail == Some("only-if-cached") {
         HeaderValue::from_static("weir; detail=only-if-cached")
+    } else if e.kind == Some(ErrorKind::ModuleFailed) {
+        HeaderValue::from_static("weir; detail=module-error")
     } else {
         HeaderValue::from_static("weir; fwd=miss; detail=origin-error")
     };
@@ -155,6 +228,7 @@ fn error_served(metrics: &Metrics, e: ProxyError) -> Served {
         },
         cache_status,
         upstream: None,
+        origin_body: false,
     }
 }
 
@@ -162,6 +236,7 @@ async fn transact(
     engine: &Arc<Engine>,
     conn: &ConnInfo,
     req: Request<Incoming>,
+    txn: &mut Option<Box<weir_api::Txn>>,
 ) -> Result<Served, ProxyError> {
     if !conn.allowed {
         return Err(ProxyError::forbidden(format!(
@@ -194,7 +269,14 @@ async fn transact(
             format!("request header section is larger than {limit} bytes"),
         ));
     }
-    if req.method() == Method::CONNECT {
+    let (mut parts, body) = req.into_parts();
+    if let Some(reply) =
+        crate::hooks::request_headers(engine, txn.as_deref_mut(), &mut parts).await?
+    {
+        return Ok(Served::module_reply(reply));
+    }
+    if parts.method == Method::CONNECT {
+        let req = Request::from_parts(parts, body);
         return match conn.listener.mode {
             ListenMode::Forward => crate::tunnel::connect(engine, conn, req).await,
             ListenMode::Reverse => Err(ProxyError::new(
@@ -204,19 +286,19 @@ async fn transact(
             )),
         };
     }
-    let target = resolve_target(conn, &req)?;
+    let target = resolve_target(conn, &parts)?;
     let max_body = engine.limits.max_request_body.0;
-    if headers::content_length(req.headers()).is_some_and(|n| n > max_body) {
+    if headers::content_length(&parts.headers).is_some_and(|n| n > max_body) {
         return Err(body_too_large(max_body));
     }
-    let (mut parts, body) = req.into_parts();
     match headers::max_forwards(&parts.method, &mut parts.headers) {
         MaxForwards::AnswerHere => return Ok(answer_here(&parts)),
         MaxForwards::Absent | MaxForwards::Decremented => {}
     }
-    if crate::cached::is_cache_candidate(&parts) {
+    let skip_cache = txn.as_ref().is_some_and(|t| t.cache_overrides().skip);
+    if !skip_cache && crate::cached::is_cache_candidate(&parts) {
         drop(body);
-        return crate::cached::serve(engine, parts, target).await;
+        return crate::cached::serve(engine, parts, target, txn).await;
     }
     let body = if body_is_empty(&parts, &body) {
         RequestBody::Empty
@@ -246,16 +328,61 @@ async fn transact(
     } else {
         "weir; fwd=bypass"
     });
+    if let Some(reply) =
+        crate::hooks::cache_lookup(engine, txn.as_deref_mut(), CacheLookup::Bypass).await?
+    {
+        return Ok(Served::module_reply(reply));
+    }
     let upstream_req = upstream_request(&parts, &target, body, false);
-    let response = forward(engine, &target.origin, upstream_req).await?;
-    if unsafe_method && (response.status().is_success() || response.status().is_redirection()) {
-        crate::cached::invalidate_after_write(engine, &target, response.headers());
+    let served = forward_hooked(
+        engine,
+        txn,
+        &target,
+        upstream_req,
+        CacheOutcome::Bypass,
+        cache_status,
+    )
+    .await?;
+    if unsafe_method
+        && (served.response.status().is_success() || served.response.status().is_redirection())
+    {
+        crate::cached::invalidate_after_write(engine, &target, served.response.headers());
+    }
+    Ok(served)
+}
+
+/// Forwards a request that does not go through the cache, with the upstream-request
+/// and response-headers events (the response-body event runs as the body streams).
+pub(crate) async fn forward_hooked(
+    engine: &Engine,
+    txn: &mut Option<Box<weir_api::Txn>>,
+    target: &Target,
+    request: Request<RequestBody>,
+    outcome: CacheOutcome,
+    cache_status: HeaderValue,
+) -> Result<Served, ProxyError> {
+    let request = match crate::hooks::upstream_request(engine, txn.as_deref_mut(), request).await? {
+        Ok(r) => r,
+        Err(reply) => return Ok(Served::module_reply(reply)),
+    };
+    let response = forward(engine, &target.origin, request).await?;
+    let (mut head, body) = response.into_parts();
+    if let Some(reply) = crate::hooks::response_headers(
+        engine,
+        txn.as_deref_mut(),
+        Event::ResponseHeaders,
+        &mut head,
+    )
+    .await?
+    {
+        return Ok(Served::module_reply(reply));
     }
     Ok(Served {
-        response,
-        outcome: CacheOutcome::Bypass,
+        response: Response::from_parts(head, body),
+        outcome,
         cache_status,
-        upstream: Some(target.origin),
+        upstream: Some(target.origin.clone()),
+        origin_body: true,
     })
 }
 
@@ -283,8 +410,8 @@ pub(crate) fn body_too_large(max: u64) -> ProxyError {
 }
 
 /// Finds the origin and the names to use for it.
-fn resolve_target(conn: &ConnInfo, req: &Request<Incoming>) -> Result<Target, ProxyError> {
-    let uri = req.uri();
+fn resolve_target(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
+    let uri = &req.uri;
     let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
     match conn.listener.mode {
         ListenMode::Forward => {
@@ -338,7 +465,7 @@ fn resolve_target(conn: &ConnInfo, req: &Request<Incoming>) -> Result<Target, Pr
             })
         }
         ListenMode::Reverse => {
-            let host = match req.headers().get(header::HOST) {
+            let host = match req.headers.get(header::HOST) {
                 Some(h) => h.clone(),
                 None => match uri.authority() {
                     Some(a) => HeaderValue::from_str(a.as_str())
@@ -471,6 +598,7 @@ fn answer_here(parts: &request::Parts) -> Served {
         outcome: CacheOutcome::Bypass,
         cache_status: HeaderValue::from_static("weir; detail=max-forwards"),
         upstream: None,
+        origin_body: false,
     }
 }
 
@@ -538,6 +666,8 @@ pub(crate) struct TxnRecord {
     pub completed: bool,
     /// The body failed mid-way (origin cut it).
     pub body_failed: bool,
+    /// The modules' view of the transaction, for the log event.
+    txn: Option<crate::hooks::TxnSlot>,
 }
 
 impl TxnRecord {
@@ -554,6 +684,11 @@ impl TxnRecord {
             self.outcome
         };
         m.request_done(self.mode, outcome, elapsed, self.bytes_in, bytes_out);
+        if let Some(slot) = &self.txn {
+            if let Some(mut txn) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                self.engine.modules.log(&mut txn, m);
+            }
+        }
         if let (Some(log), Some(access_log)) = (&self.log, &self.engine.log) {
             access_log.log(&LogRecord {
                 start: log.start,

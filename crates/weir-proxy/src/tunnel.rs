@@ -80,5 +80,6 @@ pub(crate) async fn connect(
         outcome: CacheOutcome::Tunnel,
         cache_status: HeaderValue::from_static("weir; fwd=bypass; detail=tunnel"),
         upstream: Some(target),
+        origin_body: false,
     })
 }

@@ -6,6 +6,13 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use weir_proxy::{Config, Server};
 
+/// Loads a configuration file and checks its modules against the built-in ones.
+fn load(path: &std::path::Path) -> Result<Config, weir_proxy::ConfigError> {
+    let config = Config::load(path)?;
+    weir_proxy::check_modules(&config, &weir_modules::builtin())?;
+    Ok(config)
+}
+
 /// Weir: an extensible, high-performance caching HTTP proxy.
 #[derive(Parser)]
 #[command(version, about)]
@@ -36,14 +43,14 @@ fn main() -> ExitCode {
     match cli.command {
         None => run(Config::default()),
         Some(Command::Run { config: None }) => run(Config::default()),
-        Some(Command::Run { config: Some(path) }) => match Config::load(&path) {
+        Some(Command::Run { config: Some(path) }) => match load(&path) {
             Ok(config) => run(config),
             Err(e) => {
                 eprintln!("weir: {e}");
                 ExitCode::from(2)
             }
         },
-        Some(Command::Check { config }) => match Config::load(&config) {
+        Some(Command::Check { config }) => match load(&config) {
             Ok(_) => {
                 println!("{}: ok", config.display());
                 ExitCode::SUCCESS
@@ -79,7 +86,7 @@ fn run(config: Config) -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let server = match Server::start(config).await {
+        let server = match Server::start_with_modules(config, &weir_modules::builtin()).await {
             Ok(server) => server,
             Err(e) => {
                 eprintln!("weir: {e}");

@@ -9,9 +9,12 @@ use super::validate::Issue;
 /// parts are left out when unknown.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
-    /// The file, or `<config>` for a configuration checked by [`Config::validate`].
+    /// The file, or `<config>` for a configuration checked by [`Config::validate`]
+    /// (for [`Config::module_error`], the configuration's `source`, `<defaults>` when
+    /// built in code).
     ///
     /// [`Config::validate`]: super::Config::validate
+    /// [`Config::module_error`]: super::Config::module_error
     pub file: String,
     /// 1-based line, when known.
     pub line: Option<usize>,

@@ -11,6 +11,7 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
@@ -21,7 +22,7 @@ pub use error::ConfigError;
 pub use origin::OriginUrl;
 pub use units::{ByteSize, Seconds};
 
-use spans::Document;
+use spans::{Document, KeyPath};
 
 /// The whole configuration, as loaded from a TOML file or from the embedded defaults.
 #[derive(Debug, Clone, Deserialize)]
@@ -43,6 +44,13 @@ pub struct Config {
     pub upstream: UpstreamConfig,
     /// The access log.
     pub log: LogConfig,
+    /// Modules, in the order they run (TOML: `[[module]]`). Default: none.
+    pub module: Vec<ModuleConfig>,
+    /// The file this configuration was parsed from, as given to [`Config::parse`] (or
+    /// the path given to [`Config::load`]); `<defaults>` for a configuration built in
+    /// code. [`Config::module_error`] names it. Not a key of the file.
+    #[serde(skip)]
+    pub source: String,
 }
 
 impl Default for Config {
@@ -57,15 +65,21 @@ impl Default for Config {
                 origin: None,
                 route: Vec::new(),
                 connect_ports: default_connect_ports(),
+                modules: None,
             }],
             cache: CacheConfig::default(),
             limits: LimitsConfig::default(),
             timeouts: TimeoutsConfig::default(),
             upstream: UpstreamConfig::default(),
             log: LogConfig::default(),
+            module: Vec::new(),
+            source: DEFAULT_SOURCE.into(),
         }
     }
 }
+
+/// [`Config::source`] of a configuration that was not parsed from a file.
+const DEFAULT_SOURCE: &str = "<defaults>";
 
 /// `[server]`
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -145,6 +159,45 @@ pub struct ListenConfig {
     /// Forward mode: ports CONNECT may tunnel to.
     #[serde(default = "default_connect_ports")]
     pub connect_ports: Vec<u16>,
+    /// The modules that apply to this listener, by `[[module]]` name. They run in the
+    /// order of the `[[module]]` list, whatever the order here; disabled ones are not
+    /// loaded. `None` (no `modules` key): every enabled module.
+    #[serde(default)]
+    pub modules: Option<Vec<String>>,
+}
+
+/// `[[module]]`: one module to load, and its settings.
+///
+/// `name`, `enabled` and `optional` are the engine's; every other key of the section
+/// belongs to the module and is kept, unchecked, in [`settings`](Self::settings) for the
+/// module's builder to read. That builder's errors are reported through
+/// [`Config::module_error`], which finds their line in [`key_lines`](Self::key_lines).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ModuleConfig {
+    /// Which built-in module. Required; two enabled sections cannot share a name.
+    pub name: String,
+    /// `false` keeps the section configured but does not load the module. Default: true.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// When the module fails in a transaction (an error or a panic), `true` lets the
+    /// transaction pass through as if the module were absent; `false` gives the client
+    /// a 500. Default: false.
+    #[serde(default)]
+    pub optional: bool,
+    /// The module's own settings: every key of the section other than `name`, `enabled`
+    /// and `optional`, as written.
+    #[serde(flatten)]
+    pub settings: toml::Table,
+    /// 1-based line of the section (its `[[module]]` header, or its inline table), when
+    /// parsed from a file.
+    #[serde(skip)]
+    pub line: Option<usize>,
+    /// 1-based line of every key written in the section, nested keys and array
+    /// elements included, by their path relative to the section (`value`,
+    /// `headers.x-a`, `list[2]`) as [`Config::module_error`] prints them. Empty when
+    /// not parsed from a file.
+    #[serde(skip)]
+    pub key_lines: BTreeMap<String, usize>,
 }
 
 /// `[[listen.route]]`: the first route whose host and path prefix match wins.
@@ -311,6 +364,10 @@ fn default_connect_ports() -> Vec<u16> {
     vec![443]
 }
 
+fn default_true() -> bool {
+    true
+}
+
 fn default_path_prefix() -> String {
     "/".into()
 }
@@ -396,10 +453,56 @@ impl Config {
         if let Some(e) = syntax_error {
             return Err(ConfigError::from_syntax(&doc, file, &e));
         }
-        let config = Config::deserialize(doc.deserializer())
+        let mut config = Config::deserialize(doc.deserializer())
             .map_err(|e| ConfigError::from_serde(&doc, file, &e))?;
+        config.source = file.to_string();
+        for (i, module) in config.module.iter_mut().enumerate() {
+            let at = KeyPath::top("module").index(i);
+            module.line = doc.line_of_path(&at);
+            module.key_lines = doc.key_lines_under(&at);
+        }
         config.validate_in(Some(&doc), file)?;
         Ok(config)
+    }
+
+    /// An error in the `[[module]]` section at `index` in [`Config::module`], for the
+    /// engine to report what a module's builder rejected, e.g.
+    /// ``weir.toml:12: key `module[0].value`: …``.
+    ///
+    /// `key` is relative to the section (`value`, `headers.x-a`); the line is that
+    /// key's when it was written in the file, else the nearest enclosing key's, else
+    /// the section's. The file is [`Config::source`]. Without a file (a configuration
+    /// built in code) the error has no line.
+    pub fn module_error(
+        &self,
+        index: usize,
+        key: Option<&str>,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        let key = key.filter(|key| !key.is_empty());
+        let module = self.module.get(index);
+        let section = KeyPath::top("module").index(index).to_string();
+        let key_line = key.and_then(|key| {
+            let lines = &module?.key_lines;
+            let mut path = key;
+            loop {
+                if let Some(line) = lines.get(path) {
+                    return Some(*line);
+                }
+                // The enclosing key: drop the last `.key` or `[n]`.
+                path = &path[..path.rfind(['.', '['])?];
+            }
+        });
+        ConfigError {
+            file: self.source.clone(),
+            line: key_line.or_else(|| module.and_then(|m| m.line)),
+            key: Some(match key {
+                Some(key) if key.starts_with('[') => format!("{section}{key}"),
+                Some(key) => format!("{section}.{key}"),
+                None => section,
+            }),
+            message: message.into(),
+        }
     }
 
     /// Checks a configuration built in code (e.g. from [`Config::default`]) the way

@@ -4,6 +4,7 @@
 //! key but not where it was written; keeping the parsed document around lets every
 //! error name both.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::Range;
 
@@ -153,17 +154,7 @@ impl<'i> Document<'i> {
         let mut current = &self.root;
         let mut found = None;
         for segment in &path.0 {
-            let next = match (segment, current.get_ref()) {
-                (Segment::Key(name), DeValue::Table(table)) => table
-                    .iter()
-                    .find(|(key, _)| key.get_ref() == name)
-                    .map(|(key, value)| (key.span(), value)),
-                (Segment::Index(n), DeValue::Array(array)) => {
-                    array.get(*n).map(|value| (value.span(), value))
-                }
-                _ => None,
-            };
-            match next {
+            match child(current, segment) {
                 Some((span, value)) => {
                     found = Some((span, true));
                     current = value;
@@ -172,6 +163,44 @@ impl<'i> Document<'i> {
             }
         }
         found
+    }
+
+    /// Every key and array element written inside the table at `path`, at any depth,
+    /// with its 1-based line, keyed by its path relative to that table as displayed
+    /// (`value`, `headers.x-a`, `list[2]`). Empty when `path` is not written.
+    pub(crate) fn key_lines_under(&self, path: &KeyPath) -> BTreeMap<String, usize> {
+        let mut lines = BTreeMap::new();
+        let value = path.0.iter().try_fold(&self.root, |current, segment| {
+            child(current, segment).map(|(_, value)| value)
+        });
+        if let Some(value) = value {
+            self.collect_lines(value, &KeyPath::default(), &mut lines);
+        }
+        lines
+    }
+
+    fn collect_lines(
+        &self,
+        value: &Spanned<DeValue<'_>>,
+        prefix: &KeyPath,
+        lines: &mut BTreeMap<String, usize>,
+    ) {
+        let children: Vec<(KeyPath, Range<usize>, &Spanned<DeValue<'_>>)> = match value.get_ref() {
+            DeValue::Table(table) => table
+                .iter()
+                .map(|(key, child)| (prefix.clone().key(key.get_ref()), key.span(), child))
+                .collect(),
+            DeValue::Array(array) => array
+                .iter()
+                .enumerate()
+                .map(|(i, child)| (prefix.clone().index(i), child.span(), child))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for (path, span, child) in children {
+            lines.insert(path.to_string(), self.line_of(span.start));
+            self.collect_lines(child, &path, lines);
+        }
     }
 
     /// The line where `path` (or its nearest written ancestor) appears.
@@ -185,6 +214,24 @@ impl<'i> Document<'i> {
     /// Whether every key of `path` is written in the file.
     pub(crate) fn contains(&self, path: &KeyPath) -> bool {
         matches!(self.locate(path), Some((_, true)))
+    }
+}
+
+/// The child of `value` named by `segment`, with the span of its key (or, for an array
+/// element, of the element itself).
+fn child<'v, 'i>(
+    value: &'v Spanned<DeValue<'i>>,
+    segment: &Segment,
+) -> Option<(Range<usize>, &'v Spanned<DeValue<'i>>)> {
+    match (segment, value.get_ref()) {
+        (Segment::Key(name), DeValue::Table(table)) => table
+            .iter()
+            .find(|(key, _)| key.get_ref() == name)
+            .map(|(key, value)| (key.span(), value)),
+        (Segment::Index(n), DeValue::Array(array)) => {
+            array.get(*n).map(|value| (value.span(), value))
+        }
+        _ => None,
     }
 }
 

@@ -2,6 +2,7 @@ use std::net::SocketAddr;
 
 use super::*;
 
+mod modules;
 mod semantic;
 
 const EXAMPLE: &str = include_str!("../../../../weir.example.toml");
@@ -47,10 +48,14 @@ fn defaults() {
 
 #[test]
 fn empty_file_is_the_defaults() {
-    assert_eq!(
-        format!("{:?}", parse("")),
-        format!("{:?}", Config::default())
-    );
+    let c = parse("");
+    assert_eq!(c.source, "weir.toml");
+    let d = Config {
+        source: "weir.toml".into(),
+        ..Config::default()
+    };
+    assert_eq!(format!("{c:?}"), format!("{d:?}"));
+    assert_eq!(Config::default().source, "<defaults>");
 }
 
 #[test]
@@ -66,6 +71,15 @@ fn example_file_parses() {
     assert_eq!(reverse.route[0].origin, "http://127.0.0.1:8082");
     assert_eq!(reverse.route[1].host, None);
     assert_eq!(reverse.route[1].path_prefix, "/api/");
+    assert_eq!(
+        reverse.modules.as_deref(),
+        Some(&["add-headers".to_string()][..])
+    );
+    assert_eq!(c.module.len(), 1);
+    let m = &c.module[0];
+    assert_eq!(m.name, "add-headers");
+    assert!(!m.enabled && !m.optional);
+    assert_eq!(m.settings.get("value").and_then(|v| v.as_str()), Some("1"));
 }
 
 /// The example claims to show every default; keep it honest.
@@ -79,6 +93,10 @@ fn example_file_shows_the_defaults() {
     assert_eq!(format!("{:?}", c.timeouts), format!("{:?}", d.timeouts));
     assert_eq!(format!("{:?}", c.upstream), format!("{:?}", d.upstream));
     assert_eq!(format!("{:?}", c.log), format!("{:?}", d.log));
+    // There are no modules by default; the example's are shown disabled, so that the
+    // example runs as the defaults do.
+    assert!(d.module.is_empty());
+    assert!(c.module.iter().all(|m| !m.enabled), "{:?}", c.module);
 }
 
 #[test]

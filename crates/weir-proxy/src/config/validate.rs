@@ -79,6 +79,14 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
                 );
             }
         }
+        for (k, name) in listener.modules.iter().flatten().enumerate() {
+            if !config.module.iter().any(|module| module.name == *name) {
+                report(
+                    vec![at.clone().key("modules").index(k)],
+                    format!("no [[module]] named `{name}`"),
+                );
+            }
+        }
         for (k, port) in listener.connect_ports.iter().enumerate() {
             if *port == 0 {
                 report(
@@ -89,6 +97,7 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
         }
     }
     check_addresses(config, &mut report);
+    check_modules(config, &mut report);
 
     let cache = &config.cache;
     if cache.memory.0 == 0 {
@@ -170,6 +179,38 @@ fn check_addresses(config: &Config, report: &mut impl FnMut(Vec<KeyPath>, String
             );
         }
         seen.push((addr, name));
+    }
+}
+
+/// Every `[[module]]` is named, and no two enabled ones share a name (the engine would
+/// not know which one a listener's `modules` means). Whether a name is a built-in module
+/// is for the engine to say.
+fn check_modules(config: &Config, report: &mut impl FnMut(Vec<KeyPath>, String)) {
+    for (i, module) in config.module.iter().enumerate() {
+        let at = KeyPath::top("module").index(i).key("name");
+        if module.name.trim().is_empty() {
+            report(
+                vec![at],
+                "must not be empty: name the module to load".into(),
+            );
+            continue;
+        }
+        if !module.enabled {
+            continue;
+        }
+        let first = config.module[..i]
+            .iter()
+            .position(|other| other.enabled && other.name == module.name);
+        if let Some(first) = first {
+            report(
+                vec![at],
+                format!(
+                    "module `{}` is configured twice (also as module[{first}]); \
+                     set `enabled = false` on one of them",
+                    module.name
+                ),
+            );
+        }
     }
 }
 

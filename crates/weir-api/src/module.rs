@@ -1,0 +1,99 @@
+//! The trait a module implements, and the factory that builds it from configuration.
+
+use std::sync::Arc;
+
+use crate::{
+    BodyChunk, CacheLookup, Events, Flow, RequestHead, ResponseHead, Settings, SettingsError, Txn,
+};
+
+/// A module: a service added to the proxy. Every callback has a default that does
+/// nothing, so a module implements only the events it declared in [`Module::events`];
+/// the engine never calls it for the others.
+///
+/// Callbacks run on the proxy's threads and must not block: return [`Flow::Wait`]
+/// with a future for anything that waits. A panic in a callback fails only its own
+/// transaction (or passes it through unchanged when the module is configured as
+/// optional) and is counted; it never takes the process down.
+pub trait Module: Send + Sync + 'static {
+    /// The module's name, as in `[[module]] name = "…"`.
+    fn name(&self) -> &str;
+
+    /// The events this module is called for.
+    fn events(&self) -> Events;
+
+    /// The client's request head is complete. Change it, answer with
+    /// [`Flow::Respond`], or steer the cache through [`Txn::cache`].
+    fn on_request_headers<'a>(
+        &'a self,
+        txn: &'a mut Txn,
+        request: &'a mut RequestHead,
+    ) -> Flow<'a> {
+        let _ = (txn, request);
+        Flow::Continue
+    }
+
+    /// The cache lookup's result.
+    fn on_cache_lookup<'a>(&'a self, txn: &'a mut Txn, lookup: CacheLookup) -> Flow<'a> {
+        let _ = (txn, lookup);
+        Flow::Continue
+    }
+
+    /// A request is about to go to the origin (origin-form URI, Host set).
+    fn on_upstream_request<'a>(
+        &'a self,
+        txn: &'a mut Txn,
+        request: &'a mut RequestHead,
+    ) -> Flow<'a> {
+        let _ = (txn, request);
+        Flow::Continue
+    }
+
+    /// The origin's response head, before the cache stores it: changes are stored.
+    fn on_response_headers<'a>(
+        &'a self,
+        txn: &'a mut Txn,
+        response: &'a mut ResponseHead,
+    ) -> Flow<'a> {
+        let _ = (txn, response);
+        Flow::Continue
+    }
+
+    /// A chunk of the origin's response body, before the cache stores it.
+    fn on_response_body<'a>(&'a self, txn: &'a mut Txn, chunk: &'a mut BodyChunk) -> Flow<'a> {
+        let _ = (txn, chunk);
+        Flow::Continue
+    }
+
+    /// The response head about to be sent to the client (hits included; not stored).
+    fn on_deliver_headers<'a>(
+        &'a self,
+        txn: &'a mut Txn,
+        response: &'a mut ResponseHead,
+    ) -> Flow<'a> {
+        let _ = (txn, response);
+        Flow::Continue
+    }
+
+    /// A chunk of body about to be sent to the client (hits included; not stored).
+    fn on_deliver_body<'a>(&'a self, txn: &'a mut Txn, chunk: &'a mut BodyChunk) -> Flow<'a> {
+        let _ = (txn, chunk);
+        Flow::Continue
+    }
+
+    /// The transaction is over. Add fields with [`Txn::log_field`] earlier; this is
+    /// for modules that keep statistics.
+    fn on_log(&self, txn: &Txn) {
+        let _ = txn;
+    }
+}
+
+/// Builds a module from its `[[module]]` section. The engine keeps one factory per
+/// built-in module name.
+pub trait ModuleFactory: Send + Sync + 'static {
+    /// The name operators write in `[[module]] name = "…"`.
+    fn name(&self) -> &'static str;
+
+    /// A module configured by `settings` (the section without `name`). Errors name the
+    /// offending key; the engine adds the file and line.
+    fn build(&self, settings: &Settings) -> Result<Arc<dyn Module>, SettingsError>;
+}

@@ -1,0 +1,142 @@
+//! The transaction as modules see it: who asked, per-module state, cache steering,
+//! custom log fields.
+
+use std::any::Any;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// What the cache lookup found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheLookup {
+    /// A fresh stored response will be served.
+    Fresh,
+    /// A stored response must be validated with the origin first.
+    Stale,
+    /// Nothing stored: the origin will be asked.
+    Miss,
+    /// The request does not use the cache (method, Range, no-store, or a module).
+    Bypass,
+}
+
+/// How modules steer the cache for this transaction (set in the request or response
+/// header events).
+#[derive(Debug, Clone, Default)]
+pub struct CacheOverrides {
+    /// Neither look up nor store.
+    pub skip: bool,
+    /// Store the response for this long, whatever its headers say (shared-cache rules
+    /// on what may be stored still apply).
+    pub ttl: Option<Duration>,
+    /// An extra part of the cache key: responses with different variants are
+    /// different objects (e.g. the encoding a compressor produced).
+    pub variant: Option<String>,
+    /// Invalidation tags attached to the stored response.
+    pub tags: Vec<String>,
+}
+
+/// One transaction, as every module's callbacks see it.
+pub struct Txn {
+    client: SocketAddr,
+    states: Vec<Option<Box<dyn Any + Send>>>,
+    current: usize,
+    cache: CacheOverrides,
+    log_fields: Vec<(&'static str, String)>,
+    body_length_may_change: bool,
+}
+
+impl Txn {
+    /// The client's address.
+    pub fn client_addr(&self) -> SocketAddr {
+        self.client
+    }
+
+    /// This module's own state for this transaction, created with `T::default()` on
+    /// first use. Each module has its own: two modules never see each other's.
+    ///
+    /// # Panics
+    /// If the same module asks for two different types in one transaction.
+    pub fn state<T: Default + Send + 'static>(&mut self) -> &mut T {
+        let slot = &mut self.states[self.current];
+        slot.get_or_insert_with(|| Box::new(T::default()))
+            .downcast_mut::<T>()
+            .expect("a module keeps one state type per transaction")
+    }
+
+    /// How the cache treats this transaction.
+    pub fn cache(&mut self) -> &mut CacheOverrides {
+        &mut self.cache
+    }
+
+    /// The cache overrides set so far.
+    pub fn cache_overrides(&self) -> &CacheOverrides {
+        &self.cache
+    }
+
+    /// Adds a field to this transaction's access-log line (`name=value`).
+    pub fn log_field(&mut self, name: &'static str, value: impl Into<String>) {
+        self.log_fields.push((name, value.into()));
+    }
+
+    /// The custom log fields added so far.
+    pub fn log_fields(&self) -> &[(&'static str, String)] {
+        &self.log_fields
+    }
+
+    /// Declares, in a header event, that this module may change the length of the
+    /// body that follows; the engine then drops `Content-Length`, sends the body
+    /// chunked and marks the ETag weak.
+    pub fn body_length_may_change(&mut self) {
+        self.body_length_may_change = true;
+    }
+
+    /// Whether any module declared that the body length may change.
+    pub fn body_length_changes(&self) -> bool {
+        self.body_length_may_change
+    }
+}
+
+/// What the engine does with a transaction; a module's own tests use [`engine::new_txn`]
+/// to call its callbacks directly.
+pub mod engine {
+    use super::*;
+
+    /// A transaction for `modules` modules.
+    pub fn new_txn(client: SocketAddr, modules: usize) -> Txn {
+        let mut states = Vec::new();
+        states.resize_with(modules, || None);
+        Txn {
+            client,
+            states,
+            current: 0,
+            cache: CacheOverrides::default(),
+            log_fields: Vec::new(),
+            body_length_may_change: false,
+        }
+    }
+
+    /// Selects whose state [`Txn::state`] returns: the module at this index.
+    pub fn set_current(txn: &mut Txn, module: usize) {
+        txn.current = module;
+    }
+
+    /// Clears the body-length declaration between the response and delivery phases.
+    pub fn reset_body_length(txn: &mut Txn) {
+        txn.body_length_may_change = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_module_has_its_own_state() {
+        let mut t = engine::new_txn("127.0.0.1:1".parse().unwrap(), 2);
+        engine::set_current(&mut t, 0);
+        *t.state::<u32>() += 5;
+        engine::set_current(&mut t, 1);
+        assert_eq!(*t.state::<u32>(), 0);
+        engine::set_current(&mut t, 0);
+        assert_eq!(*t.state::<u32>(), 5);
+    }
+}

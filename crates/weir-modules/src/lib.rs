@@ -1,0 +1,109 @@
+//! The built-in modules of Weir, an extensible caching HTTP proxy.
+//!
+//! Every module here is written against [`weir_api`] alone, exactly as an
+//! out-of-tree module would be: nothing in this crate reaches into the engine.
+//! The engine asks [`builtin`] for the factories and builds a module for each
+//! `[[module]]` section whose `name` matches a factory's
+//! [`name`](weir_api::ModuleFactory::name).
+//!
+//! # Diagnostic modules
+//! Three modules reproduce the API-cost ladder of the paper Weir follows: run the
+//! same load with each in turn and compare hit and miss times with no module at all.
+//!
+//! | name | events | what it does per transaction | settings |
+//! |---|---|---|---|
+//! | `empty` | all eight | nothing: every callback returns [`Flow::Continue`](weir_api::Flow::Continue) | none |
+//! | `add-headers` | the four header events | adds `x-weir-in-1` (request headers), `x-weir-in-2` (upstream request), `x-weir-out-1` (response headers) and `x-weir-out-2` (deliver headers) | `value` (default `"1"`) |
+//! | `body-copy` | the four header events and both body events | what `add-headers` does, and copies every response and delivered body chunk into a fresh buffer that replaces the original | `value` (default `"1"`) |
+//!
+//! `empty` measures the bare cost of calling a module at every event; `add-headers`
+//! the cost of changing heads on every path, with no allocation of its own;
+//! `body-copy` the cost of touching every byte of every body (the length never
+//! changes, so framing and ETags stay as the origin sent them).
+//!
+//! ```toml
+//! [[module]]
+//! name = "add-headers"
+//! value = "bench"
+//! ```
+#![deny(missing_docs)]
+
+pub mod diagnostics;
+
+use weir_api::ModuleFactory;
+
+/// The factories of every built-in module, one per name: `empty`, `add-headers` and
+/// `body-copy` (see the [crate documentation](crate) for what each does).
+pub fn builtin() -> Vec<Box<dyn ModuleFactory>> {
+    vec![
+        Box::new(diagnostics::EmptyFactory),
+        Box::new(diagnostics::AddHeadersFactory),
+        Box::new(diagnostics::BodyCopyFactory),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_api::{Event, Settings};
+
+    #[test]
+    fn names_are_the_documented_ones_and_unique() {
+        let names: Vec<_> = builtin().iter().map(|f| f.name()).collect();
+        assert_eq!(names, ["empty", "add-headers", "body-copy"]);
+    }
+
+    #[test]
+    fn every_factory_builds_with_no_settings() {
+        for factory in builtin() {
+            let module = factory.build(&Settings::default()).unwrap();
+            assert_eq!(module.name(), factory.name());
+        }
+    }
+
+    #[test]
+    fn events_form_the_ladder() {
+        let events = |name: &str| {
+            let factory = builtin().into_iter().find(|f| f.name() == name).unwrap();
+            factory.build(&Settings::default()).unwrap().events()
+        };
+        let headers = [
+            Event::RequestHeaders,
+            Event::UpstreamRequest,
+            Event::ResponseHeaders,
+            Event::DeliverHeaders,
+        ];
+        let bodies = [Event::ResponseBody, Event::DeliverBody];
+        for ev in Event::ALL {
+            assert!(events("empty").contains(ev));
+            assert_eq!(
+                events("add-headers").contains(ev),
+                headers.contains(&ev),
+                "{}",
+                ev.name()
+            );
+            assert_eq!(
+                events("body-copy").contains(ev),
+                headers.contains(&ev) || bodies.contains(&ev),
+                "{}",
+                ev.name()
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_everywhere() {
+        for factory in builtin() {
+            let settings = Settings::parse("colour = \"blue\"").unwrap();
+            let err = factory
+                .build(&settings)
+                .err()
+                .unwrap_or_else(|| panic!("{} accepted it", factory.name()));
+            assert!(
+                err.to_string().contains("colour"),
+                "{}: {err}",
+                factory.name()
+            );
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Where the engine calls modules: one function per event, each a no-op unless a
+//! module wants that event.
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{request, response, Request, Response, StatusCode};
+use weir_api::{BodyChunk, CacheLookup, Event, Reply, Txn};
+
+use crate::body::{ProxyBody, RequestBody};
+use crate::error::ProxyError;
+use crate::metrics::ErrorKind;
+use crate::modules::{call, Hook};
+use crate::service::Engine;
+
+/// A transaction's module context, shared by the handler and the body it sends (the
+/// deliver-body events run as the body streams; the log event when it ends).
+pub(crate) type TxnSlot = Arc<Mutex<Option<Box<Txn>>>>;
+
+fn failed(module: String) -> ProxyError {
+    ProxyError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorKind::ModuleFailed,
+        format!("module `{module}` failed while handling this request"),
+    )
+}
+
+fn decide(hook: Hook) -> Result<Option<Reply>, ProxyError> {
+    match hook {
+        Hook::Continue => Ok(None),
+        Hook::Respond(reply) => Ok(Some(reply)),
+        Hook::Failed(module) => Err(failed(module)),
+    }
+}
+
+/// The request head is complete.
+pub(crate) async fn request_headers(
+    engine: &Engine,
+    txn: Option<&mut Txn>,
+    head: &mut request::Parts,
+) -> Result<Option<Reply>, ProxyError> {
+    match txn {
+        Some(t) if engine.modules.wants(Event::RequestHeaders) => decide(
+            engine
+                .modules
+                .run(
+                    Event::RequestHeaders,
+                    t,
+                    head,
+                    call::request_headers,
+                    &engine.metrics,
+                )
+                .await,
+        ),
+        _ => Ok(None),
+    }
+}
+
+/// The cache lookup's result.
+pub(crate) async fn cache_lookup(
+    engine: &Engine,
+    txn: Option<&mut Txn>,
+    mut lookup: CacheLookup,
+) -> Result<Option<Reply>, ProxyError> {
+    match txn {
+        Some(t) if engine.modules.wants(Event::CacheLookup) => decide(
+            engine
+                .modules
+                .run(
+                    Event::CacheLookup,
+                    t,
+                    &mut lookup,
+                    call::cache_lookup,
+                    &engine.metrics,
+                )
+                .await,
+        ),
+        _ => Ok(None),
+    }
+}
+
+/// A request is about to go to the origin. `Err(reply)`: a module answered instead.
+pub(crate) async fn upstream_request(
+    engine: &Engine,
+    txn: Option<&mut Txn>,
+    request: Request<RequestBody>,
+) -> Result<Result<Request<RequestBody>, Reply>, ProxyError> {
+    match txn {
+        Some(t) if engine.modules.wants(Event::UpstreamRequest) => {
+            let (mut head, body) = request.into_parts();
+            let hook = engine
+                .modules
+                .run(
+                    Event::UpstreamRequest,
+                    t,
+                    &mut head,
+                    call::upstream_request,
+                    &engine.metrics,
+                )
+                .await;
+            Ok(match decide(hook)? {
+                None => Ok(Request::from_parts(head, body)),
+                Some(reply) => Err(reply),
+            })
+        }
+        _ => Ok(Ok(request)),
+    }
+}
+
+/// Response headers, from the origin (`Event::ResponseHeaders`, before storing) or
+/// about to be delivered (`Event::DeliverHeaders`). When a module says the body length
+/// may change, the framing is fixed here: no Content-Length, a weak ETag.
+pub(crate) async fn response_headers(
+    engine: &Engine,
+    txn: Option<&mut Txn>,
+    event: Event,
+    head: &mut response::Parts,
+) -> Result<Option<Reply>, ProxyError> {
+    let Some(t) = txn else { return Ok(None) };
+    if !engine.modules.wants(event) {
+        return Ok(None);
+    }
+    weir_api::engine::reset_body_length(t);
+    let callback = match event {
+        Event::DeliverHeaders => call::deliver_headers,
+        _ => call::response_headers,
+    };
+    let decided = decide(
+        engine
+            .modules
+            .run(event, t, head, callback, &engine.metrics)
+            .await,
+    )?;
+    if t.body_length_changes() {
+        fix_framing(&mut head.headers);
+    }
+    Ok(decided)
+}
+
+/// After a module changed (or may change) a body's length.
+pub(crate) fn fix_framing(headers: &mut http::HeaderMap) {
+    headers.remove(header::CONTENT_LENGTH);
+    if let Some(etag) = headers.get(header::ETAG) {
+        if !etag.as_bytes().starts_with(b"W/") {
+            let mut weak = b"W/".to_vec();
+            weak.extend_from_slice(etag.as_bytes());
+            if let Ok(v) = HeaderValue::from_bytes(&weak) {
+                headers.insert(header::ETAG, v);
+            }
+        }
+    }
+}
+
+/// Runs the body event's modules on one chunk; `Err` when a module that is not
+/// optional failed (the body is then cut).
+pub(crate) async fn body_chunk(
+    engine: &Engine,
+    txn: &mut Txn,
+    event: Event,
+    chunk: &mut BodyChunk,
+) -> Result<(), ()> {
+    let callback = match event {
+        Event::DeliverBody => call::deliver_body,
+        _ => call::response_body,
+    };
+    match engine
+        .modules
+        .run(event, txn, chunk, callback, &engine.metrics)
+        .await
+    {
+        Hook::Continue => Ok(()),
+        // A body event cannot replace the response any more; treat it as a failure.
+        Hook::Respond(_) | Hook::Failed(_) => Err(()),
+    }
+}
+
+/// `body` with the body events' modules applied to each chunk as it streams, using
+/// the transaction in `slot`. The last call gets an empty chunk with `last` set, so a
+/// module may flush what it held back.
+pub(crate) fn hook_body(
+    engine: Arc<Engine>,
+    body: ProxyBody,
+    events: &'static [Event],
+    slot: TxnSlot,
+) -> ProxyBody {
+    struct State {
+        engine: Arc<Engine>,
+        body: ProxyBody,
+        events: &'static [Event],
+        slot: TxnSlot,
+        ended: bool,
+    }
+    let state = State {
+        engine,
+        body,
+        events,
+        slot,
+        ended: false,
+    };
+    let stream = futures_util::stream::unfold(state, |mut s| async move {
+        loop {
+            if s.ended {
+                return None;
+            }
+            let next = std::future::poll_fn(|cx| {
+                use http_body::Body as _;
+                std::pin::Pin::new(&mut s.body).poll_frame(cx)
+            })
+            .await;
+            let mut chunk = match next {
+                None => {
+                    s.ended = true;
+                    BodyChunk {
+                        data: Bytes::new(),
+                        last: true,
+                    }
+                }
+                Some(Err(e)) => {
+                    s.ended = true;
+                    return Some((Err(e), s));
+                }
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => BodyChunk { data, last: false },
+                    Err(_) => continue,
+                },
+            };
+            let taken = s.slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(mut txn) = taken {
+                let mut result = Ok(());
+                for &event in s.events {
+                    if s.engine.modules.wants(event) {
+                        result = body_chunk(&s.engine, &mut txn, event, &mut chunk).await;
+                        if result.is_err() {
+                            break;
+                        }
+                    }
+                }
+                *s.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(txn);
+                if result.is_err() {
+                    s.ended = true;
+                    return Some((Err("a module failed while transforming the body".into()), s));
+                }
+            }
+            if !chunk.data.is_empty() {
+                return Some((Ok(chunk.data), s));
+            }
+        }
+    });
+    ProxyBody::stream(Box::pin(stream))
+}
+
+/// The response a module made.
+pub(crate) fn reply_response(reply: Reply) -> Response<ProxyBody> {
+    let mut response = Response::new(ProxyBody::full(reply.body));
+    *response.status_mut() = reply.status;
+    *response.headers_mut() = reply.headers;
+    response.headers_mut().remove(header::CONTENT_LENGTH);
+    response
+}
