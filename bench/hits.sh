@@ -45,6 +45,9 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BENCH_TAG=hits
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 
 DURATION="${DURATION:-10s}"
 RUNS="${RUNS:-3}"
@@ -57,9 +60,6 @@ WEIR_BIN="${WEIR_BIN:-$ROOT/target/release/weir}"
 OUT_DIR="${OUT_DIR:-$ROOT/bench/out}"
 KEEP_TMP="${KEEP_TMP:-0}"
 
-log() { printf '[hits] %s\n' "$*" >&2; }
-die() { printf '[hits] error: %s\n' "$*" >&2; exit 1; }
-
 read -r -a SIZES <<<"${SIZE//,/ }"
 read -r -a PROXY_LIST <<<"${PROXIES//,/ }"
 [ "${#SIZES[@]}" -gt 0 ] || die "SIZE is empty"
@@ -70,39 +70,10 @@ done
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer"
 want() { local p; for p in "${PROXY_LIST[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
-size_bytes() {
-    local s="${1,,}"
-    case "$s" in
-        *[0-9]k) echo $(( ${s%k} * 1024 ));;
-        *[0-9]m) echo $(( ${s%m} * 1024 * 1024 ));;
-        *[0-9]) echo $(( s ));;
-        *) die "bad size '$1' (use N, Nk or Nm)";;
-    esac
-}
 for s in "${SIZES[@]}"; do size_bytes "$s" >/dev/null; done
 
 # ---------------------------------------------------------------- tools
-ensure_tools() {
-    local missing=() sudo=()
-    command -v nginx >/dev/null 2>&1 || missing+=(nginx)
-    command -v wrk >/dev/null 2>&1 || missing+=(wrk)
-    command -v curl >/dev/null 2>&1 || missing+=(curl)
-    [ "${#missing[@]}" -eq 0 ] && return 0
-    if [ "$(id -u)" -ne 0 ]; then
-        command -v sudo >/dev/null 2>&1 || die "need ${missing[*]}: run as root or install them"
-        sudo=(sudo)
-    fi
-    command -v apt-get >/dev/null 2>&1 || die "need ${missing[*]} and apt-get is not available"
-    log "installing ${missing[*]}"
-    "${sudo[@]}" apt-get update -qq
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-    # The package may start a system nginx on port 80; it is not ours and not
-    # used here, but stop it if this install is what started it.
-    if [[ " ${missing[*]} " == *" nginx "* ]] && command -v service >/dev/null 2>&1; then
-        "${sudo[@]}" service nginx stop >/dev/null 2>&1 || true
-    fi
-}
-ensure_tools
+ensure_tools nginx wrk curl
 command -v getconf >/dev/null 2>&1 || die "getconf not found"
 CLK_TCK="$(getconf CLK_TCK)"
 
@@ -120,48 +91,13 @@ TMP="$(mktemp -d "${TMPDIR:-/tmp}/weir-hits.XXXXXX")"
 chmod 755 "$TMP" # nginx workers may run as another user
 STARTED_PIDS=()
 WRK_PID=""
-cleanup() {
-    local rc=$? pid i
-    trap - EXIT INT TERM
-    if [ -n "${WRK_PID:-}" ]; then kill -TERM "$WRK_PID" 2>/dev/null || true; wait "$WRK_PID" 2>/dev/null || true; fi
-    for pid in "${STARTED_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-    for pid in "${STARTED_PIDS[@]}"; do
-        for i in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
-        wait "$pid" 2>/dev/null || true
-    done
-    # The servers' own output (errors, panics) is worth keeping with the results.
-    if [ -n "${RAW:-}" ] && [ -d "$RAW" ]; then
-        for f in origin-error.log nginx-error.log weir.log; do
-            if [ -s "$TMP/$f" ]; then cp "$TMP/$f" "$RAW/$f"; fi
-        done
-    fi
-    if [ "$KEEP_TMP" = 1 ]; then log "kept $TMP"; else rm -rf "$TMP"; fi
-    exit "$rc"
-}
-trap cleanup EXIT
+SAVE_LOGS="origin-error.log nginx-error.log weir.log"
+trap bench_cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # ---------------------------------------------------------------- ports
 USED_PORTS=" "
-port_free() {
-    local p="$1"
-    [[ "$USED_PORTS" == *" $p "* ]] && return 1
-    if command -v ss >/dev/null 2>&1; then
-        [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] || return 1
-    fi
-    # Nothing may answer on it either.
-    ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null
-}
-pick_port() {
-    local p=$(( 20000 + RANDOM % 20000 ))
-    for _ in $(seq 200); do
-        if port_free "$p"; then echo "$p"; return 0; fi
-        p=$(( p + 1 ))
-    done
-    die "no free port found"
-}
 # pick_port runs in a subshell, so each pick is recorded here.
 PORT_ORIGIN=$(pick_port); USED_PORTS+="$PORT_ORIGIN "
 PORT_NGINX=$(pick_port);  USED_PORTS+="$PORT_NGINX "
@@ -269,28 +205,9 @@ access = "off"
 EOF
 
 # wrk prints one machine-readable line at the end, with exact percentiles.
-cat >"$TMP/report.lua" <<'EOF'
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    "WRKSTAT requests=%.0f duration_us=%.0f bytes=%.0f connect=%.0f read=%.0f write=%.0f timeout=%.0f status=%.0f p50_us=%.0f p99_us=%.0f\n",
-    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write,
-    e.timeout, e.status, latency:percentile(50), latency:percentile(99)))
-end
-EOF
+wrk_report_lua >"$TMP/report.lua"
 
 # ---------------------------------------------------------------- processes
-wait_ready() { # $1 = name, $2 = pid, $3 = port
-    local i
-    for i in $(seq 100); do
-        kill -0 "$2" 2>/dev/null || die "$1 exited at start; see its log (KEEP_TMP=1 keeps $TMP)"
-        # A bare connect: a request would reach the origin and log a 403 or 404.
-        if (exec 3<>"/dev/tcp/127.0.0.1/$3") 2>/dev/null; then return 0; fi
-        sleep 0.1
-    done
-    die "$1 did not answer on 127.0.0.1:$3"
-}
-
 start_nginx() { # $1 = name, $2 = port; sets LAST_PID
     nginx -t -q -e "$TMP/$1-error.log" -c "$TMP/$1.conf" >/dev/null 2>&1 ||
         { cat "$TMP/$1-error.log" >&2 || true; die "nginx rejected $TMP/$1.conf"; }
@@ -341,19 +258,6 @@ proxy_pids() { # $1 = proxy
                 children_of "$NGINX_PID"
             fi;;
     esac
-}
-cpu_snapshot() { # one "pid ticks" line per live pid: utime+stime in clock ticks
-    local pid stat rest
-    for pid in "$@"; do
-        stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || continue
-        rest="${stat##*) }"  # fields from 3 (state) on; comm may hold spaces
-        set -- $rest
-        echo "$pid $(( ${12} + ${13} ))"  # fields 14 (utime) and 15 (stime)
-    done
-}
-cpu_delta() { # $1, $2 = snapshots: ticks used by the pids found in both
-    awk 'NR == FNR { t0[$1] = $2; next } ($1 in t0) { d += $2 - t0[$1] } END { print d + 0 }' \
-        <(echo "$1") <(echo "$2")
 }
 proxy_port() { case "$1" in weir) echo "$PORT_WEIR";; nginx) echo "$PORT_NGINX";; esac; }
 

@@ -1,4 +1,5 @@
-//! The admin listener: `/metrics` for Prometheus and `/healthz` for liveness probes.
+//! The admin listener: `/metrics` for Prometheus, `/healthz` for liveness probes, and
+//! `POST /admin/reload` to reload the configuration (as SIGHUP does).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -15,6 +16,11 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
 use crate::metrics::{Metrics, OPENMETRICS_CONTENT_TYPE};
+use crate::server::ReloadRequest;
+
+/// Where reload requests go (the process's main loop, which owns the configuration
+/// file and the module factories).
+pub(crate) type ReloadSender = tokio::sync::mpsc::Sender<ReloadRequest>;
 
 /// A scraper that has not sent its request head by then is not coming back.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -23,7 +29,7 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(10);
 
 /// Serves the admin listener until the task is aborted.
-pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
+pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>, reload: ReloadSender) {
     // Connections live in the set so that aborting this task ends them too.
     let mut connections = JoinSet::new();
     loop {
@@ -39,10 +45,17 @@ pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
             Some(_) = connections.join_next() => continue,
         };
         let metrics = metrics.clone();
+        let reload = reload.clone();
         connections.spawn(async move {
-            let service = service_fn(move |req| {
-                let response = respond(&req, &metrics);
-                async move { Ok::<_, Infallible>(response) }
+            let service = service_fn(move |req: Request<Incoming>| {
+                let metrics = metrics.clone();
+                let reload = reload.clone();
+                async move {
+                    if req.uri().path() == "/admin/reload" {
+                        return Ok::<_, Infallible>(reload_now(&req, &reload).await);
+                    }
+                    Ok::<_, Infallible>(respond(&req, &metrics))
+                }
             });
             let result = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -76,6 +89,43 @@ fn respond(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> 
         _ => text(
             StatusCode::NOT_FOUND,
             "not found; try /metrics or /healthz\n",
+        ),
+    }
+}
+
+/// Asks the main loop to reload and answers with its verdict: 200 with what was
+/// reloaded, or 422 with the configuration error (the running configuration stays).
+async fn reload_now(req: &Request<Incoming>, reload: &ReloadSender) -> Response<Full<Bytes>> {
+    if req.method() != Method::POST {
+        let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "use POST to reload\n");
+        response
+            .headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+        return response;
+    }
+    let (answer, verdict) = tokio::sync::oneshot::channel();
+    if reload.send(ReloadRequest { answer }).await.is_err() {
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "reloading is not available\n",
+        );
+    }
+    match verdict.await {
+        Ok(Ok(done)) => reply(
+            StatusCode::OK,
+            "text/plain; charset=utf-8",
+            Bytes::from(done + "\n"),
+        ),
+        Ok(Err(error)) => reply(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "text/plain; charset=utf-8",
+            Bytes::from(format!(
+                "reload refused, the running configuration stays: {error}\n"
+            )),
+        ),
+        Err(_) => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "reloading is not available\n",
         ),
     }
 }
@@ -123,7 +173,37 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let metrics = Arc::new(Metrics::new());
         metrics.error(crate::metrics::ErrorKind::BadRequest);
-        let task = tokio::spawn(serve(listener, metrics));
+        let (reload, mut requests) = tokio::sync::mpsc::channel(1);
+        let task = tokio::spawn(serve(listener, metrics, reload));
+        // Stands in for the main loop: refuses the first reload, accepts the second.
+        tokio::spawn(async move {
+            let mut n = 0;
+            while let Some(ReloadRequest { answer }) = requests.recv().await {
+                n += 1;
+                let _ = answer.send(if n == 1 {
+                    Err("bad file".into())
+                } else {
+                    Ok("reloaded".into())
+                });
+            }
+        });
+        let post_reload = "POST /admin/reload HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+        let r = get(addr, post_reload).await;
+        assert!(
+            r.starts_with("HTTP/1.1 422 ") && r.contains("bad file"),
+            "{r}"
+        );
+        let r = get(addr, post_reload).await;
+        assert!(
+            r.starts_with("HTTP/1.1 200 ") && r.ends_with("reloaded\n"),
+            "{r}"
+        );
+        let r = get(
+            addr,
+            "GET /admin/reload HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        assert!(r.starts_with("HTTP/1.1 405 "), "{r}");
 
         let r = get(
             addr,

@@ -13,9 +13,10 @@ use crate::error::ProxyError;
 use crate::headers;
 use crate::hooks;
 use crate::metrics::{CacheOutcome, ErrorKind};
+use crate::modules::ModTxn;
 use crate::service::{forward_hooked, upstream_error, upstream_request, Engine, Served, Target};
 use crate::upstream::OriginAddr;
-use weir_api::{BodyChunk, CacheLookup, Event, Reply, Txn};
+use weir_api::{BodyChunk, CacheLookup, Event, Reply};
 
 /// What a flight's readers learn when the origin's response head arrives.
 pub(crate) type FlightHead = Arc<FlightOutcome>;
@@ -76,19 +77,19 @@ pub(crate) async fn serve(
     engine: &Arc<Engine>,
     parts: request::Parts,
     target: Target,
-    txn: &mut Option<Box<Txn>>,
+    txn: &mut Option<Box<ModTxn>>,
 ) -> Result<Served, ProxyError> {
     let mut key = cache_key(&target);
     if let Some(variant) = txn
         .as_ref()
-        .and_then(|t| t.cache_overrides().variant.as_deref())
+        .and_then(|t| t.txn.cache_overrides().variant.as_deref())
     {
         key = key.with_module_variant(variant);
     }
     let now = SystemTime::now();
     let only_if_cached = request_directive(&parts.headers, "only-if-cached");
     let found = engine.cache.lookup(&key, &parts, now);
-    if engine.modules.wants(Event::CacheLookup) {
+    if txn.as_ref().is_some_and(|t| t.wants(Event::CacheLookup)) {
         let seen = match &found {
             Lookup::Fresh(_) => CacheLookup::Fresh,
             Lookup::Stale(_) => CacheLookup::Stale,
@@ -141,8 +142,8 @@ pub(crate) async fn serve(
             // The fill may serve several clients: it has a transaction of its own, with
             // the leader's cache overrides (see docs/modules.md).
             let fill_txn = txn.as_ref().and_then(|t| {
-                let mut fill = engine.modules.new_txn(t.client_addr())?;
-                *fill.cache() = t.cache_overrides().clone();
+                let mut fill = t.chain.new_txn(t.txn.client_addr())?;
+                *fill.txn.cache() = t.txn.cache_overrides().clone();
                 Some(fill)
             });
             let fetch = Fetch {
@@ -299,7 +300,7 @@ fn not_modified_from(response: &HeaderMap) -> HeaderMap {
 /// One origin fetch feeding a flight.
 struct Fetch {
     engine: Arc<Engine>,
-    txn: Option<Box<Txn>>,
+    txn: Option<Box<ModTxn>>,
     key: CacheKey,
     flight: Arc<weir_cache::Flight<FlightHead>>,
     /// The leader's request, for the storage policy and the variant key.
@@ -384,7 +385,7 @@ impl Fetch {
             now,
             engine.cache.settings().heuristic_fraction,
         );
-        if let Some(ttl) = self.txn.as_ref().and_then(|t| t.cache_overrides().ttl) {
+        if let Some(ttl) = self.txn.as_ref().and_then(|t| t.txn.cache_overrides().ttl) {
             policy = policy.with_time_to_live(now, ttl);
         }
         let declared_too_big =
@@ -430,7 +431,10 @@ impl Fetch {
                 vary,
             })));
         let mut received: u64 = 0;
-        let body_hooks = engine.modules.wants(Event::ResponseBody) && self.txn.is_some();
+        let body_hooks = self
+            .txn
+            .as_ref()
+            .is_some_and(|t| t.wants(Event::ResponseBody));
         let mut ended = false;
         while !ended {
             let chunk = tokio::select! {

@@ -6,17 +6,17 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{request, response, Request, Response, StatusCode};
-use weir_api::{BodyChunk, CacheLookup, Event, Reply, Txn};
+use weir_api::{BodyChunk, CacheLookup, Event, Reply};
 
 use crate::body::{ProxyBody, RequestBody};
 use crate::error::ProxyError;
 use crate::metrics::ErrorKind;
-use crate::modules::{call, Hook};
+use crate::modules::{call, Hook, ModTxn};
 use crate::service::Engine;
 
 /// A transaction's module context, shared by the handler and the body it sends (the
 /// deliver-body events run as the body streams; the log event when it ends).
-pub(crate) type TxnSlot = Arc<Mutex<Option<Box<Txn>>>>;
+pub(crate) type TxnSlot = Arc<Mutex<Option<Box<ModTxn>>>>;
 
 fn failed(module: String) -> ProxyError {
     ProxyError::new(
@@ -37,13 +37,12 @@ fn decide(hook: Hook) -> Result<Option<Reply>, ProxyError> {
 /// The request head is complete.
 pub(crate) async fn request_headers(
     engine: &Engine,
-    txn: Option<&mut Txn>,
+    txn: Option<&mut ModTxn>,
     head: &mut request::Parts,
 ) -> Result<Option<Reply>, ProxyError> {
     match txn {
-        Some(t) if engine.modules.wants(Event::RequestHeaders) => decide(
-            engine
-                .modules
+        Some(ModTxn { chain, txn: t }) if chain.wants(Event::RequestHeaders) => decide(
+            chain
                 .run(
                     Event::RequestHeaders,
                     t,
@@ -60,13 +59,12 @@ pub(crate) async fn request_headers(
 /// The cache lookup's result.
 pub(crate) async fn cache_lookup(
     engine: &Engine,
-    txn: Option<&mut Txn>,
+    txn: Option<&mut ModTxn>,
     mut lookup: CacheLookup,
 ) -> Result<Option<Reply>, ProxyError> {
     match txn {
-        Some(t) if engine.modules.wants(Event::CacheLookup) => decide(
-            engine
-                .modules
+        Some(ModTxn { chain, txn: t }) if chain.wants(Event::CacheLookup) => decide(
+            chain
                 .run(
                     Event::CacheLookup,
                     t,
@@ -83,14 +81,13 @@ pub(crate) async fn cache_lookup(
 /// A request is about to go to the origin. `Err(reply)`: a module answered instead.
 pub(crate) async fn upstream_request(
     engine: &Engine,
-    txn: Option<&mut Txn>,
+    txn: Option<&mut ModTxn>,
     request: Request<RequestBody>,
 ) -> Result<Result<Request<RequestBody>, Reply>, ProxyError> {
     match txn {
-        Some(t) if engine.modules.wants(Event::UpstreamRequest) => {
+        Some(ModTxn { chain, txn: t }) if chain.wants(Event::UpstreamRequest) => {
             let (mut head, body) = request.into_parts();
-            let hook = engine
-                .modules
+            let hook = chain
                 .run(
                     Event::UpstreamRequest,
                     t,
@@ -113,12 +110,14 @@ pub(crate) async fn upstream_request(
 /// may change, the framing is fixed here: no Content-Length, a weak ETag.
 pub(crate) async fn response_headers(
     engine: &Engine,
-    txn: Option<&mut Txn>,
+    txn: Option<&mut ModTxn>,
     event: Event,
     head: &mut response::Parts,
 ) -> Result<Option<Reply>, ProxyError> {
-    let Some(t) = txn else { return Ok(None) };
-    if !engine.modules.wants(event) {
+    let Some(ModTxn { chain, txn: t }) = txn else {
+        return Ok(None);
+    };
+    if !chain.wants(event) {
         return Ok(None);
     }
     weir_api::engine::reset_body_length(t);
@@ -126,12 +125,7 @@ pub(crate) async fn response_headers(
         Event::DeliverHeaders => call::deliver_headers,
         _ => call::response_headers,
     };
-    let decided = decide(
-        engine
-            .modules
-            .run(event, t, head, callback, &engine.metrics)
-            .await,
-    )?;
+    let decided = decide(chain.run(event, t, head, callback, &engine.metrics).await)?;
     if t.body_length_changes() {
         fix_framing(&mut head.headers);
     }
@@ -156,16 +150,16 @@ pub(crate) fn fix_framing(headers: &mut http::HeaderMap) {
 /// optional failed (the body is then cut).
 pub(crate) async fn body_chunk(
     engine: &Engine,
-    txn: &mut Txn,
+    m: &mut ModTxn,
     event: Event,
     chunk: &mut BodyChunk,
 ) -> Result<(), ()> {
+    let ModTxn { chain, txn } = m;
     let callback = match event {
         Event::DeliverBody => call::deliver_body,
         _ => call::response_body,
     };
-    match engine
-        .modules
+    match chain
         .run(event, txn, chunk, callback, &engine.metrics)
         .await
     {
@@ -229,7 +223,7 @@ pub(crate) fn hook_body(
             if let Some(mut txn) = taken {
                 let mut result = Ok(());
                 for &event in s.events {
-                    if s.engine.modules.wants(event) {
+                    if txn.wants(event) {
                         result = body_chunk(&s.engine, &mut txn, event, &mut chunk).await;
                         if result.is_err() {
                             break;

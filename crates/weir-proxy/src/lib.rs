@@ -23,7 +23,7 @@ mod tunnel;
 mod upstream;
 
 pub use config::{Config, ConfigError};
-pub use server::{Server, StartError};
+pub use server::{ReloadRequest, Server, StartError};
 
 /// Checks that every enabled `[[module]]` of `config` names one of `factories` and
 /// that its settings are valid (by building it), as `weir check` does.

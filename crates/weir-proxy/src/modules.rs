@@ -23,7 +23,7 @@ pub(crate) struct LoadedModules {
 impl LoadedModules {
     /// The chain for one listener: the modules it names (in `[[module]]` order), or
     /// every loaded module when it names none.
-    pub fn chain_for(&self, listener: &ListenConfig) -> ModuleChain {
+    pub fn chain_for(&self, listener: &ListenConfig) -> Arc<ModuleChain> {
         let chosen = self
             .modules
             .iter()
@@ -35,7 +35,7 @@ impl LoadedModules {
             })
             .map(|(_, m, optional)| (m.clone(), *optional))
             .collect();
-        ModuleChain::new(chosen)
+        Arc::new(ModuleChain::new(chosen))
     }
 }
 
@@ -90,6 +90,19 @@ pub(crate) struct ModuleChain {
     by_event: [Vec<u16>; 8],
 }
 
+/// A transaction's module context: the chain it started with and its [`Txn`].
+pub(crate) struct ModTxn {
+    pub chain: Arc<ModuleChain>,
+    pub txn: Txn,
+}
+
+impl ModTxn {
+    /// Whether this transaction's chain wants `event`.
+    pub fn wants(&self, event: Event) -> bool {
+        self.chain.wants(event)
+    }
+}
+
 /// What the modules decided at one event.
 pub(crate) enum Hook {
     Continue,
@@ -129,9 +142,15 @@ impl ModuleChain {
         cfg!(feature = "modules") && !self.by_event[event as usize].is_empty()
     }
 
-    /// A transaction context, when there are modules at all.
-    pub fn new_txn(&self, client: std::net::SocketAddr) -> Option<Box<Txn>> {
-        (!self.is_empty()).then(|| Box::new(engine::new_txn(client, self.modules.len())))
+    /// A transaction context bound to this chain, when it has modules at all. The
+    /// transaction keeps using this chain even if a reload replaces it meanwhile.
+    pub fn new_txn(self: &Arc<Self>, client: std::net::SocketAddr) -> Option<Box<ModTxn>> {
+        (!self.is_empty()).then(|| {
+            Box::new(ModTxn {
+                chain: self.clone(),
+                txn: engine::new_txn(client, self.modules.len()),
+            })
+        })
     }
 
     /// Calls every module that wants `event`, in order, on `target`.

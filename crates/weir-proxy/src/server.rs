@@ -13,7 +13,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::access_log::AccessLog;
-use crate::config::{Config, ListenMode};
+use crate::config::{Config, ConfigError, ListenMode};
 use crate::framing::FramingGuard;
 use crate::metrics::Metrics;
 use crate::route::Router;
@@ -32,8 +32,19 @@ impl std::fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
+/// A request to reload the configuration, from the admin listener. The process's
+/// main loop answers it with what was reloaded or why the reload was refused.
+#[derive(Debug)]
+pub struct ReloadRequest {
+    /// Where the verdict goes.
+    pub answer: tokio::sync::oneshot::Sender<Result<String, String>>,
+}
+
 /// A running proxy.
 pub struct Server {
+    /// Each listener's engine, with the address it was configured with.
+    engines: Vec<(SocketAddr, Arc<Engine>)>,
+    reload_requests: Option<tokio::sync::mpsc::Receiver<ReloadRequest>>,
     log: Option<Arc<AccessLog>>,
     accept_tasks: Vec<JoinHandle<()>>,
     admin_task: Option<JoinHandle<()>>,
@@ -89,7 +100,7 @@ impl Server {
                 log: log.clone(),
                 limits: config.limits.clone(),
                 connect_timeout: config.timeouts.connect.0,
-                modules,
+                modules: arc_swap::ArcSwap::new(modules),
             })
         };
         let weak = Arc::downgrade(&cache);
@@ -108,6 +119,7 @@ impl Server {
         let http = Arc::new(http_builder(&config));
         let workers = Arc::new(Workers::start(config.server.worker_count())?);
         let mut accept_tasks = Vec::new();
+        let mut engines = Vec::new();
         let mut addrs = Vec::new();
         for l in &config.listen {
             let router = match l.mode {
@@ -131,6 +143,7 @@ impl Server {
             );
             tracing::info!(addr = %l.addr, mode = l.mode.as_str(), "listening");
             let engine = engine_for(loaded.chain_for(l));
+            engines.push((l.addr, engine.clone()));
             accept_tasks.push(tokio::spawn(accept_loop(
                 listener,
                 info,
@@ -141,15 +154,22 @@ impl Server {
                 workers.clone(),
             )));
         }
+        let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(4);
         let admin_task = match config.admin.listen {
             Some(addr) => {
                 let listener = bind(addr)?;
                 tracing::info!(addr = %addr, "admin listening");
-                Some(tokio::spawn(crate::admin::serve(listener, metrics.clone())))
+                Some(tokio::spawn(crate::admin::serve(
+                    listener,
+                    metrics.clone(),
+                    reload_tx.clone(),
+                )))
             }
             None => None,
         };
         Ok(Server {
+            engines,
+            reload_requests: Some(reload_rx),
             log,
             accept_tasks,
             admin_task,
@@ -159,6 +179,43 @@ impl Server {
             grace: config.timeouts.shutdown_grace.0,
             addrs,
         })
+    }
+
+    /// Reload requests from the admin listener (`POST /admin/reload`); the caller that
+    /// owns the configuration file answers them (the `weir` binary does). Taken once.
+    pub fn take_reload_requests(&mut self) -> Option<tokio::sync::mpsc::Receiver<ReloadRequest>> {
+        self.reload_requests.take()
+    }
+
+    /// Applies the modules of a new configuration: loads, unloads, reorders, enables
+    /// and disables them and changes their settings. Transactions in flight finish
+    /// with the modules they started with; no connection is dropped. On an error
+    /// nothing changes. Other settings (listeners, cache, limits) are read at start
+    /// only. Returns a one-line summary.
+    pub fn reload(
+        &self,
+        config: &Config,
+        factories: &[Box<dyn weir_api::ModuleFactory>],
+    ) -> Result<String, ConfigError> {
+        let loaded = crate::modules::load(config, factories)?;
+        let mut swapped = 0;
+        for (addr, engine) in &self.engines {
+            if let Some(l) = config.listen.iter().find(|l| l.addr == *addr) {
+                engine.modules.store(loaded.chain_for(l));
+                swapped += 1;
+            }
+        }
+        let names: Vec<&str> = config
+            .module
+            .iter()
+            .filter(|m| m.enabled)
+            .map(|m| m.name.as_str())
+            .collect();
+        Ok(format!(
+            "reloaded modules on {swapped} of {} listeners: [{}]; other settings apply after a restart",
+            self.engines.len(),
+            names.join(", ")
+        ))
     }
 
     /// The addresses the client listeners are bound to, in configuration order.

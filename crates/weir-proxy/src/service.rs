@@ -15,6 +15,7 @@ use crate::config::{LimitsConfig, ListenMode};
 use crate::error::ProxyError;
 use crate::headers::{self, MaxForwards};
 use crate::metrics::{CacheOutcome, ErrorKind, Metrics};
+use crate::modules::ModTxn;
 use crate::route::Router;
 use crate::upstream::{OriginAddr, Upstream, UpstreamError};
 use weir_api::{CacheLookup, Event, Reply};
@@ -28,7 +29,8 @@ pub(crate) struct Engine {
     pub log: Option<Arc<AccessLog>>,
     pub limits: LimitsConfig,
     pub connect_timeout: std::time::Duration,
-    pub modules: crate::modules::ModuleChain,
+    /// The modules of this listener; a reload swaps them, transactions keep theirs.
+    pub modules: arc_swap::ArcSwap<crate::modules::ModuleChain>,
 }
 
 impl Engine {
@@ -97,7 +99,7 @@ pub(crate) async fn handle(
     let start = Instant::now();
     let log = engine.log.as_ref().map(|_| LogInfo::new(&req));
     let bytes_in = headers::content_length(req.headers()).unwrap_or(0);
-    let mut txn = engine.modules.new_txn(conn.client);
+    let mut txn = engine.modules.load().new_txn(conn.client);
     let served = match transact(&engine, &conn, req, &mut txn).await {
         Ok(s) => s,
         Err(e) => error_served(&engine.metrics, e),
@@ -151,7 +153,7 @@ pub(crate) async fn handle(
 /// response-body event first when the body comes straight from the origin).
 async fn deliver(
     engine: &Arc<Engine>,
-    mut txn: Box<weir_api::Txn>,
+    mut txn: Box<ModTxn>,
     response: Response<ProxyBody>,
     origin_body: bool,
 ) -> (Response<ProxyBody>, crate::hooks::TxnSlot) {
@@ -176,17 +178,24 @@ async fn deliver(
     let slot: crate::hooks::TxnSlot = Arc::new(std::sync::Mutex::new(Some(txn)));
     const BOTH: &[Event] = &[Event::ResponseBody, Event::DeliverBody];
     const DELIVER: &[Event] = &[Event::DeliverBody];
-    let events = if origin_body && engine.modules.wants(Event::ResponseBody) {
+    let events = if origin_body && txn_wants(&slot, Event::ResponseBody) {
         BOTH
     } else {
         DELIVER
     };
-    if events.iter().any(|&e| engine.modules.wants(e)) {
+    if events.iter().any(|&e| txn_wants(&slot, e)) {
         let (head, body) = response.into_parts();
         let body = crate::hooks::hook_body(engine.clone(), body, events, slot.clone());
         return (Response::from_parts(head, body), slot);
     }
     (response, slot)
+}
+
+fn txn_wants(slot: &crate::hooks::TxnSlot, event: Event) -> bool {
+    slot.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .is_some_and(|t| t.wants(event))
 }
 
 /// Adds our `Cache-Status` entry after those of caches nearer the origin (RFC 9211 §2).
@@ -236,7 +245,7 @@ async fn transact(
     engine: &Arc<Engine>,
     conn: &ConnInfo,
     req: Request<Incoming>,
-    txn: &mut Option<Box<weir_api::Txn>>,
+    txn: &mut Option<Box<ModTxn>>,
 ) -> Result<Served, ProxyError> {
     if !conn.allowed {
         return Err(ProxyError::forbidden(format!(
@@ -295,7 +304,7 @@ async fn transact(
         MaxForwards::AnswerHere => return Ok(answer_here(&parts)),
         MaxForwards::Absent | MaxForwards::Decremented => {}
     }
-    let skip_cache = txn.as_ref().is_some_and(|t| t.cache_overrides().skip);
+    let skip_cache = txn.as_ref().is_some_and(|t| t.txn.cache_overrides().skip);
     if !skip_cache && crate::cached::is_cache_candidate(&parts) {
         drop(body);
         return crate::cached::serve(engine, parts, target, txn).await;
@@ -355,7 +364,7 @@ async fn transact(
 /// and response-headers events (the response-body event runs as the body streams).
 pub(crate) async fn forward_hooked(
     engine: &Engine,
-    txn: &mut Option<Box<weir_api::Txn>>,
+    txn: &mut Option<Box<ModTxn>>,
     target: &Target,
     request: Request<RequestBody>,
     outcome: CacheOutcome,
@@ -685,8 +694,9 @@ impl TxnRecord {
         };
         m.request_done(self.mode, outcome, elapsed, self.bytes_in, bytes_out);
         if let Some(slot) = &self.txn {
-            if let Some(mut txn) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                self.engine.modules.log(&mut txn, m);
+            if let Some(mut t) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                let ModTxn { chain, txn } = &mut *t;
+                chain.log(txn, m);
             }
         }
         if let (Some(log), Some(access_log)) = (&self.log, &self.engine.log) {

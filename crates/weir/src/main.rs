@@ -41,10 +41,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
     match cli.command {
-        None => run(Config::default()),
-        Some(Command::Run { config: None }) => run(Config::default()),
+        None => run(Config::default(), None),
+        Some(Command::Run { config: None }) => run(Config::default(), None),
         Some(Command::Run { config: Some(path) }) => match load(&path) {
-            Ok(config) => run(config),
+            Ok(config) => run(config, Some(path)),
             Err(e) => {
                 eprintln!("weir: {e}");
                 ExitCode::from(2)
@@ -72,7 +72,7 @@ fn init_tracing() {
         .init();
 }
 
-fn run(config: Config) -> ExitCode {
+fn run(config: Config, path: Option<PathBuf>) -> ExitCode {
     // This runtime accepts connections, serves the admin listener and waits for
     // signals; client connections are served by the proxy's own worker threads.
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -86,32 +86,68 @@ fn run(config: Config) -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let server = match Server::start_with_modules(config, &weir_modules::builtin()).await {
+        let factories = weir_modules::builtin();
+        let mut server = match Server::start_with_modules(config, &factories).await {
             Ok(server) => server,
             Err(e) => {
                 eprintln!("weir: {e}");
                 return ExitCode::FAILURE;
             }
         };
-        wait_for_stop_signal().await;
+        serve_until_stopped(&mut server, path.as_deref(), &factories).await;
         tracing::info!("stopping: no new connections; finishing transactions in flight");
         server.shutdown().await;
         ExitCode::SUCCESS
     })
 }
 
-async fn wait_for_stop_signal() {
+/// Waits for SIGTERM or SIGINT, reloading on SIGHUP and on the admin listener's
+/// requests meanwhile.
+async fn serve_until_stopped(
+    server: &mut Server,
+    path: Option<&std::path::Path>,
+    factories: &[Box<dyn weir_api::ModuleFactory>],
+) {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
     ) else {
         // Without signal handlers the process still stops on SIGTERM, just not gracefully.
         std::future::pending::<()>().await;
         return;
     };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+    let mut requests = server.take_reload_requests();
+    loop {
+        let answer = tokio::select! {
+            _ = term.recv() => return,
+            _ = int.recv() => return,
+            _ = hup.recv() => None,
+            Some(request) = async { match requests.as_mut() { Some(r) => r.recv().await, None => None } } => {
+                Some(request.answer)
+            }
+        };
+        let verdict = reload(server, path, factories);
+        match &verdict {
+            Ok(done) => tracing::info!("{done}"),
+            Err(e) => tracing::error!("reload refused, the running configuration stays: {e}"),
+        }
+        if let Some(answer) = answer {
+            let _ = answer.send(verdict);
+        }
     }
+}
+
+/// Reads the configuration file again and applies what can change while running.
+fn reload(
+    server: &Server,
+    path: Option<&std::path::Path>,
+    factories: &[Box<dyn weir_api::ModuleFactory>],
+) -> Result<String, String> {
+    let Some(path) = path else {
+        return Err("running on the embedded defaults: there is no file to reload".into());
+    };
+    let config = Config::load(path).map_err(|e| e.to_string())?;
+    server.reload(&config, factories).map_err(|e| e.to_string())
 }
