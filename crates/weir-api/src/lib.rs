@@ -43,6 +43,8 @@
 #![deny(missing_docs)]
 
 mod body;
+mod content;
+mod context;
 mod events;
 mod flow;
 mod module;
@@ -50,9 +52,13 @@ mod settings;
 mod txn;
 
 pub use body::BodyChunk;
+pub use content::{
+    BodyReader, BytesBody, ContentError, ContentFuture, ContentManager, ObjectInfo, StoredResponse,
+};
+pub use context::{Counter, MetricsRegistry, ModuleContext, Spawner};
 pub use events::{Event, Events};
 pub use flow::{Decision, Flow, Reply};
-pub use module::{Module, ModuleFactory};
+pub use module::{Module, ModuleFactory, Timer};
 pub use settings::{Settings, SettingsError};
 pub use txn::{engine, CacheLookup, CacheOverrides, Txn};
 

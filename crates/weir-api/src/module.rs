@@ -1,10 +1,23 @@
 //! The trait a module implements, and the factory that builds it from configuration.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::{
-    BodyChunk, CacheLookup, Events, Flow, RequestHead, ResponseHead, Settings, SettingsError, Txn,
+    BodyChunk, CacheLookup, Events, Flow, ModuleContext, RequestHead, ResponseHead, Settings,
+    SettingsError, Txn,
 };
+
+/// A timer a module asks for: the engine calls [`Module::on_timer`] with its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timer {
+    /// The module's own name for it, passed back to `on_timer`.
+    pub id: u32,
+    /// How long after the module is loaded it first fires.
+    pub after: Duration,
+    /// `Some(period)`: then again every period; `None`: once.
+    pub every: Option<Duration>,
+}
 
 /// A module: a service added to the proxy. Every callback has a default that does
 /// nothing, so a module implements only the events it declared in [`Module::events`];
@@ -85,6 +98,17 @@ pub trait Module: Send + Sync + 'static {
     fn on_log(&self, txn: &Txn) {
         let _ = txn;
     }
+
+    /// Timers this module wants, started when the module is loaded and stopped when
+    /// a reload unloads it.
+    fn timers(&self) -> Vec<Timer> {
+        Vec::new()
+    }
+
+    /// A timer fired. Runs on the proxy's main thread: do little, or spawn.
+    fn on_timer(&self, id: u32) {
+        let _ = id;
+    }
 }
 
 /// Builds a module from its `[[module]]` section. The engine keeps one factory per
@@ -95,5 +119,10 @@ pub trait ModuleFactory: Send + Sync + 'static {
 
     /// A module configured by `settings` (the section without `name`). Errors name the
     /// offending key; the engine adds the file and line.
-    fn build(&self, settings: &Settings) -> Result<Arc<dyn Module>, SettingsError>;
+    /// `context` gives it the cache's content management and metrics.
+    fn build(
+        &self,
+        settings: &Settings,
+        context: &ModuleContext,
+    ) -> Result<Arc<dyn Module>, SettingsError>;
 }

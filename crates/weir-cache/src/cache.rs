@@ -112,6 +112,38 @@ impl Cache {
         true
     }
 
+    /// Every object stored for the URL key `key` (one per Vary variant).
+    pub fn objects(&self, key: &CacheKey) -> Vec<Arc<CachedObject>> {
+        self.entries(key).into_iter().map(|(_, o)| o).collect()
+    }
+
+    /// Replaces every object stored for `key` (all variants) with `update(object)`.
+    /// Returns how many were replaced.
+    pub fn update(&self, key: &CacheKey, update: impl Fn(&CachedObject) -> CachedObject) -> usize {
+        let entries = self.entries(key);
+        for (k, o) in &entries {
+            self.storage
+                .insert(k.clone(), StoredItem::Object(Arc::new(update(o))));
+        }
+        entries.len()
+    }
+
+    fn entries(&self, key: &CacheKey) -> Vec<(CacheKey, Arc<CachedObject>)> {
+        match self.storage.get(key) {
+            None => Vec::new(),
+            Some(StoredItem::Object(o)) => vec![(key.clone(), o)],
+            Some(StoredItem::Variants(set)) => {
+                let keys = set.keys.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                keys.into_iter()
+                    .filter_map(|k| match self.storage.get(&k) {
+                        Some(StoredItem::Object(o)) => Some((k, o)),
+                        _ => None,
+                    })
+                    .collect()
+            }
+        }
+    }
+
     /// Removes every stored response for the URL key `key`, all variants included.
     pub fn invalidate(&self, key: &CacheKey) {
         if let Some(StoredItem::Variants(set)) = self.storage.get(key) {

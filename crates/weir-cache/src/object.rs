@@ -46,6 +46,11 @@ impl CachedObject {
         }
     }
 
+    /// The same response with another policy (e.g. a new expiry).
+    pub fn with_policy(&self, policy: StoragePolicy) -> CachedObject {
+        CachedObject::new(self.status, self.headers.clone(), self.body.clone(), policy)
+    }
+
     /// Bytes this object is charged in the memory tier (body, headers twice because the
     /// policy keeps a copy, and fixed overhead).
     pub fn weight(&self) -> u32 {

@@ -26,19 +26,27 @@
 //! name = "add-headers"
 //! value = "bench"
 //! ```
+//!
+//! # Content management
+//! [`preload`] keeps a list of URLs in the cache: it uses a timer, background work on
+//! the proxy's runtime and the content-management calls of [`weir_api`].
 #![deny(missing_docs)]
 
 pub mod diagnostics;
+pub mod preload;
 
+#[cfg(test)]
+use weir_api::ModuleContext;
 use weir_api::ModuleFactory;
 
-/// The factories of every built-in module, one per name: `empty`, `add-headers` and
-/// `body-copy` (see the [crate documentation](crate) for what each does).
+/// The factories of every built-in module, one per name: `empty`, `add-headers`,
+/// `body-copy` and `preload` (see the [crate documentation](crate)).
 pub fn builtin() -> Vec<Box<dyn ModuleFactory>> {
     vec![
         Box::new(diagnostics::EmptyFactory),
         Box::new(diagnostics::AddHeadersFactory),
         Box::new(diagnostics::BodyCopyFactory),
+        Box::new(preload::PreloadFactory),
     ]
 }
 
@@ -50,13 +58,15 @@ mod tests {
     #[test]
     fn names_are_the_documented_ones_and_unique() {
         let names: Vec<_> = builtin().iter().map(|f| f.name()).collect();
-        assert_eq!(names, ["empty", "add-headers", "body-copy"]);
+        assert_eq!(names, ["empty", "add-headers", "body-copy", "preload"]);
     }
 
     #[test]
-    fn every_factory_builds_with_no_settings() {
-        for factory in builtin() {
-            let module = factory.build(&Settings::default()).unwrap();
+    fn every_diagnostic_builds_with_no_settings() {
+        for factory in builtin().into_iter().filter(|f| f.name() != "preload") {
+            let module = factory
+                .build(&Settings::default(), &ModuleContext::detached())
+                .unwrap();
             assert_eq!(module.name(), factory.name());
         }
     }
@@ -65,7 +75,10 @@ mod tests {
     fn events_form_the_ladder() {
         let events = |name: &str| {
             let factory = builtin().into_iter().find(|f| f.name() == name).unwrap();
-            factory.build(&Settings::default()).unwrap().events()
+            factory
+                .build(&Settings::default(), &ModuleContext::detached())
+                .unwrap()
+                .events()
         };
         let headers = [
             Event::RequestHeaders,
@@ -96,7 +109,7 @@ mod tests {
         for factory in builtin() {
             let settings = Settings::parse("colour = \"blue\"").unwrap();
             let err = factory
-                .build(&settings)
+                .build(&settings, &ModuleContext::detached())
                 .err()
                 .unwrap_or_else(|| panic!("{} accepted it", factory.name()));
             assert!(

@@ -10,6 +10,7 @@ mod admin;
 mod body;
 mod cached;
 pub mod config;
+mod content;
 mod error;
 mod framing;
 mod headers;
@@ -31,5 +32,8 @@ pub fn check_modules(
     config: &Config,
     factories: &[Box<dyn weir_api::ModuleFactory>],
 ) -> Result<(), ConfigError> {
-    modules::load(config, factories).map(|_| ())
+    // Modules are built for real, detached from any running proxy: a module's build
+    // never serves traffic, so this is the check and nothing more.
+    let context = weir_api::ModuleContext::detached();
+    modules::load(config, factories, &context).map(|_| ())
 }

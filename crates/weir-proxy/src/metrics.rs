@@ -154,6 +154,8 @@ pub struct Metrics {
     origin_reused: Counter,
     cache_source: Arc<Mutex<Option<CacheSource>>>,
     module_failures: prometheus_client::metrics::family::Family<Vec<(String, String)>, Counter>,
+    /// Counters modules registered: (metric name, help, counter).
+    module_counters: Mutex<Vec<(String, String, weir_api::Counter)>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -230,6 +232,7 @@ impl Metrics {
         );
 
         Metrics {
+            module_counters: Mutex::new(Vec::new()),
             module_failures,
             registry: r,
             requests,
@@ -261,6 +264,24 @@ impl Metrics {
         if bytes_out > 0 {
             self.bytes_out.inc_by(bytes_out);
         }
+    }
+
+    /// The module counters in the text exposition format.
+    fn encode_module_counters(&self) -> String {
+        use std::fmt::Write as _;
+        let counters = self
+            .module_counters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut out = String::new();
+        for (name, help, counter) in counters.iter() {
+            let _ = write!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name}_total {}\n",
+                counter.get()
+            );
+        }
+        out
     }
 
     /// A module's callback panicked (rare: the label lookup is acceptable here).
@@ -306,7 +327,37 @@ impl Metrics {
         let mut out = String::with_capacity(8 * 1024);
         // Writing into a String cannot fail, and our own metrics never return errors.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let modules = self.encode_module_counters();
+        if !modules.is_empty() {
+            // OpenMetrics ends with "# EOF"; the module counters go before it.
+            let end = out.rfind("# EOF").unwrap_or(out.len());
+            out.insert_str(end, &modules);
+        }
         out
+    }
+}
+
+impl weir_api::MetricsRegistry for Metrics {
+    fn counter(&self, name: &str, help: &str) -> weir_api::Counter {
+        let clean: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let metric = format!("weir_module_{clean}");
+        let mut counters = lock(&self.module_counters);
+        if let Some((_, _, c)) = counters.iter().find(|(n, ..)| *n == metric) {
+            return c.clone();
+        }
+        let help: String = help.chars().filter(|c| !c.is_control()).collect();
+        let counter = weir_api::Counter::default();
+        counters.push((metric, help, counter.clone()));
+        counter
     }
 }
 

@@ -21,6 +21,35 @@ pub(crate) struct LoadedModules {
 }
 
 impl LoadedModules {
+    /// Starts the timers the modules asked for. Each stops when its module is gone
+    /// (unloaded by a reload and no longer used by any transaction).
+    pub fn start_timers(&self, metrics: &Arc<Metrics>) {
+        for (name, module, _) in &self.modules {
+            for timer in module.timers() {
+                let module = Arc::downgrade(module);
+                let (name, metrics) = (name.clone(), metrics.clone());
+                tokio::spawn(async move {
+                    tokio::time::sleep(timer.after).await;
+                    loop {
+                        let Some(m) = module.upgrade() else { return };
+                        if let Err(panic) = guarded(|| m.on_timer(timer.id)) {
+                            metrics.module_failed(&name);
+                            tracing::error!(module = %name, event = "timer", "module panicked: {}", panic_text(&panic));
+                        }
+                        drop(m);
+                        match timer.every {
+                            Some(period) => {
+                                tokio::time::sleep(period.max(std::time::Duration::from_millis(1)))
+                                    .await
+                            }
+                            None => return,
+                        }
+                    }
+                });
+            }
+        }
+    }
+
     /// The chain for one listener: the modules it names (in `[[module]]` order), or
     /// every loaded module when it names none.
     pub fn chain_for(&self, listener: &ListenConfig) -> Arc<ModuleChain> {
@@ -44,6 +73,7 @@ impl LoadedModules {
 pub(crate) fn load(
     config: &Config,
     factories: &[Box<dyn weir_api::ModuleFactory>],
+    context: &weir_api::ModuleContext,
 ) -> Result<LoadedModules, ConfigError> {
     let mut modules = Vec::new();
     for (i, section) in config.module.iter().enumerate() {
@@ -68,7 +98,7 @@ pub(crate) fn load(
         };
         let settings = weir_api::Settings::from_table(section.settings.clone());
         let module = factory
-            .build(&settings)
+            .build(&settings, context)
             .map_err(|e| config.module_error(i, e.key.as_deref(), e.message))?;
         modules.push((section.name.clone(), module, section.optional));
     }

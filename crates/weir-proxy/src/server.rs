@@ -42,6 +42,9 @@ pub struct ReloadRequest {
 
 /// A running proxy.
 pub struct Server {
+    /// What modules are built with (content management, metrics).
+    context: weir_api::ModuleContext,
+    metrics: Arc<Metrics>,
     /// Each listener's engine, with the address it was configured with.
     engines: Vec<(SocketAddr, Arc<Engine>)>,
     reload_requests: Option<tokio::sync::mpsc::Receiver<ReloadRequest>>,
@@ -108,8 +111,17 @@ impl Server {
             Some(c) => (c.size_bytes(), c.object_count()),
             None => (0, 0),
         }));
-        let loaded =
-            crate::modules::load(&config, factories).map_err(|e| StartError(e.to_string()))?;
+        let content = crate::content::EngineContent::new(cache.clone());
+        let context = weir_api::ModuleContext::new(
+            content.clone(),
+            metrics.clone(),
+            Arc::new(RuntimeSpawner(tokio::runtime::Handle::current())),
+        );
+        let loaded = crate::modules::load(&config, factories, &context)
+            .map_err(|e| StartError(e.to_string()))?;
+        loaded.start_timers(&metrics);
+        // Content management fetches through an engine without modules.
+        content.set_engine(engine_for(Arc::new(crate::modules::ModuleChain::default())));
 
         let (stop, _) = watch::channel(false);
         let connections = Arc::new(ConnectionCount {
@@ -168,6 +180,8 @@ impl Server {
             None => None,
         };
         Ok(Server {
+            context,
+            metrics: metrics.clone(),
             engines,
             reload_requests: Some(reload_rx),
             log,
@@ -197,7 +211,8 @@ impl Server {
         config: &Config,
         factories: &[Box<dyn weir_api::ModuleFactory>],
     ) -> Result<String, ConfigError> {
-        let loaded = crate::modules::load(config, factories)?;
+        let loaded = crate::modules::load(config, factories, &self.context)?;
+        loaded.start_timers(&self.metrics);
         let mut swapped = 0;
         for (addr, engine) in &self.engines {
             if let Some(l) = config.listen.iter().find(|l| l.addr == *addr) {
@@ -253,6 +268,15 @@ impl Server {
             log.flush();
         }
         self.workers.stop();
+    }
+}
+
+/// Module background work runs on the main runtime (accept loop, admin, timers).
+struct RuntimeSpawner(tokio::runtime::Handle);
+
+impl weir_api::Spawner for RuntimeSpawner {
+    fn spawn(&self, work: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>) {
+        self.0.spawn(work);
     }
 }
 

@@ -25,8 +25,8 @@ use std::sync::Arc;
 
 use weir_api::http::{HeaderName, HeaderValue, StatusCode};
 use weir_api::{
-    Event, Events, Flow, Module, ModuleFactory, Reply, RequestHead, ResponseHead, Settings,
-    SettingsError, Txn,
+    Event, Events, Flow, Module, ModuleContext, ModuleFactory, Reply, RequestHead, ResponseHead,
+    Settings, SettingsError, Txn,
 };
 
 // Step 1: the constants. A header name built with `from_static` costs nothing at run
@@ -55,7 +55,11 @@ impl ModuleFactory for HelloFactory {
         "hello"
     }
 
-    fn build(&self, settings: &Settings) -> Result<Arc<dyn Module>, SettingsError> {
+    fn build(
+        &self,
+        settings: &Settings,
+        _context: &ModuleContext,
+    ) -> Result<Arc<dyn Module>, SettingsError> {
         // `Settings::get` reads the section into any type serde can deserialize. A
         // module with several settings would derive `serde::Deserialize` on a struct
         // of its own with `#[serde(deny_unknown_fields)]`; to depend on `weir-api`
@@ -149,7 +153,7 @@ mod tests {
     use weir_api::http::{Request, Response};
 
     fn build(text: &str) -> Result<Arc<dyn Module>, SettingsError> {
-        HelloFactory.build(&Settings::parse(text).unwrap())
+        HelloFactory.build(&Settings::parse(text).unwrap(), &ModuleContext::detached())
     }
 
     fn txn() -> Txn {

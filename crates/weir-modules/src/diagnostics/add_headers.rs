@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use weir_api::{
-    Event, Events, Flow, Module, ModuleFactory, RequestHead, ResponseHead, Settings, SettingsError,
-    Txn,
+    Event, Events, Flow, Module, ModuleContext, ModuleFactory, RequestHead, ResponseHead, Settings,
+    SettingsError, Txn,
 };
 
 use super::Stamp;
@@ -29,7 +29,11 @@ impl ModuleFactory for AddHeadersFactory {
         "add-headers"
     }
 
-    fn build(&self, settings: &Settings) -> Result<Arc<dyn Module>, SettingsError> {
+    fn build(
+        &self,
+        settings: &Settings,
+        _context: &ModuleContext,
+    ) -> Result<Arc<dyn Module>, SettingsError> {
         Ok(Arc::new(AddHeaders {
             stamp: Stamp::from_settings(settings)?,
         }))
@@ -104,7 +108,7 @@ mod tests {
     use super::*;
 
     fn build(text: &str) -> Result<Arc<dyn Module>, SettingsError> {
-        AddHeadersFactory.build(&Settings::parse(text).unwrap())
+        AddHeadersFactory.build(&Settings::parse(text).unwrap(), &ModuleContext::detached())
     }
 
     /// Runs the four header events on fresh heads: (client request, upstream

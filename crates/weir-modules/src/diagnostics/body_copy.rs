@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use weir_api::{
-    BodyChunk, Bytes, Event, Events, Flow, Module, ModuleFactory, RequestHead, ResponseHead,
-    Settings, SettingsError, Txn,
+    BodyChunk, Bytes, Event, Events, Flow, Module, ModuleContext, ModuleFactory, RequestHead,
+    ResponseHead, Settings, SettingsError, Txn,
 };
 
 use super::add_headers::HEADER_EVENTS;
@@ -25,7 +25,11 @@ impl ModuleFactory for BodyCopyFactory {
         "body-copy"
     }
 
-    fn build(&self, settings: &Settings) -> Result<Arc<dyn Module>, SettingsError> {
+    fn build(
+        &self,
+        settings: &Settings,
+        _context: &ModuleContext,
+    ) -> Result<Arc<dyn Module>, SettingsError> {
         Ok(Arc::new(BodyCopy {
             stamp: Stamp::from_settings(settings)?,
         }))
@@ -112,7 +116,7 @@ mod tests {
     use super::*;
 
     fn build(text: &str) -> Result<Arc<dyn Module>, SettingsError> {
-        BodyCopyFactory.build(&Settings::parse(text).unwrap())
+        BodyCopyFactory.build(&Settings::parse(text).unwrap(), &ModuleContext::detached())
     }
 
     #[test]

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use weir_api::{
-    BodyChunk, CacheLookup, Events, Flow, Module, ModuleFactory, RequestHead, ResponseHead,
-    Settings, SettingsError, Txn,
+    BodyChunk, CacheLookup, Events, Flow, Module, ModuleContext, ModuleFactory, RequestHead,
+    ResponseHead, Settings, SettingsError, Txn,
 };
 
 /// Builds [`Empty`] under the name `empty`. It takes no settings: any key is an error.
@@ -22,7 +22,11 @@ impl ModuleFactory for EmptyFactory {
         "empty"
     }
 
-    fn build(&self, settings: &Settings) -> Result<Arc<dyn Module>, SettingsError> {
+    fn build(
+        &self,
+        settings: &Settings,
+        _context: &ModuleContext,
+    ) -> Result<Arc<dyn Module>, SettingsError> {
         let NoSettings {} = settings.get()?;
         Ok(Arc::new(Empty))
     }
@@ -100,7 +104,7 @@ mod tests {
     use weir_api::{Bytes, Event};
 
     fn build(text: &str) -> Result<Arc<dyn Module>, SettingsError> {
-        EmptyFactory.build(&Settings::parse(text).unwrap())
+        EmptyFactory.build(&Settings::parse(text).unwrap(), &ModuleContext::detached())
     }
 
     #[test]

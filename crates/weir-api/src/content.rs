@@ -1,0 +1,120 @@
+//! Content management: what a module (and the admin API) may do with the cache
+//! directly, as the paper's `DR_Obj*` calls did.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+
+/// A future returned by the content manager.
+pub type ContentFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ContentError>> + Send + 'a>>;
+
+/// What the cache holds for a URL.
+#[derive(Debug, Clone)]
+pub struct ObjectInfo {
+    /// The URL, as the cache names it.
+    pub url: String,
+    /// Stored status.
+    pub status: StatusCode,
+    /// Stored headers.
+    pub headers: HeaderMap,
+    /// Body size in bytes.
+    pub size: u64,
+    /// Seconds since the response was generated (its `Age`).
+    pub age: Duration,
+    /// How much longer it is fresh (zero when stale).
+    pub time_to_live: Duration,
+    /// How many Vary variants the URL has stored (1 without Vary).
+    pub variants: usize,
+}
+
+/// A stored body, read chunk by chunk (a disk tier streams it).
+pub trait BodyReader: Send {
+    /// The next chunk, or `None` at the end.
+    fn next_chunk(&mut self) -> Pin<Box<dyn Future<Output = Option<Bytes>> + Send + '_>>;
+}
+
+/// A stored response: head and a body reader.
+pub struct StoredResponse {
+    /// What the cache holds.
+    pub info: ObjectInfo,
+    /// The body.
+    pub body: Box<dyn BodyReader>,
+}
+
+/// A content-management call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ContentError {
+    /// The URL is not an absolute `http://` URL.
+    BadUrl(String),
+    /// Nothing is stored for the URL.
+    NotFound,
+    /// The response may not be stored (no-store, private, ...), so it was not.
+    NotStorable,
+    /// The origin could not be reached or answered with an error.
+    Origin(String),
+}
+
+impl std::fmt::Display for ContentError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ContentError::BadUrl(u) => write!(f, "`{u}` is not an absolute http:// URL"),
+            ContentError::NotFound => f.write_str("not in the cache"),
+            ContentError::NotStorable => f.write_str("the response may not be stored"),
+            ContentError::Origin(e) => write!(f, "origin: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ContentError {}
+
+/// The cache, as modules manage it. URLs are absolute (`http://host[:port]/path`);
+/// calls apply to the GET response stored for the URL, all variants included.
+pub trait ContentManager: Send + Sync {
+    /// What is stored for `url`.
+    fn query(&self, url: &str) -> Result<ObjectInfo, ContentError>;
+
+    /// Fetches `url` from its origin into the cache (preload), as a client's GET would.
+    fn fetch<'a>(&'a self, url: &'a str) -> ContentFuture<'a, ObjectInfo>;
+
+    /// Validates the stored copy with the origin now (a conditional request).
+    fn validate<'a>(&'a self, url: &'a str) -> ContentFuture<'a, ObjectInfo>;
+
+    /// Makes the stored copy fresh for `ttl` from now (zero makes it stale at once).
+    fn set_expiry(&self, url: &str, ttl: Duration) -> Result<(), ContentError>;
+
+    /// Removes everything stored for `url`.
+    fn delete(&self, url: &str) -> Result<(), ContentError>;
+
+    /// Stores a response for `url` without asking the origin. The response's own
+    /// headers say how long it is fresh; it must be storable.
+    fn inject<'a>(
+        &'a self,
+        url: &'a str,
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Box<dyn BodyReader>,
+    ) -> ContentFuture<'a, ObjectInfo>;
+
+    /// Reads what is stored for `url`.
+    fn read(&self, url: &str) -> Result<StoredResponse, ContentError>;
+}
+
+/// A body held in memory, as a [`BodyReader`] (for [`ContentManager::inject`]).
+pub struct BytesBody(Option<Bytes>);
+
+impl BytesBody {
+    /// A reader giving `bytes` in one chunk.
+    pub fn boxed(bytes: impl Into<Bytes>) -> Box<dyn BodyReader> {
+        Box::new(BytesBody(Some(bytes.into())))
+    }
+}
+
+impl BodyReader for BytesBody {
+    fn next_chunk(&mut self) -> Pin<Box<dyn Future<Output = Option<Bytes>> + Send + '_>> {
+        let next = self.0.take().filter(|b| !b.is_empty());
+        Box::pin(async move { next })
+    }
+}

@@ -1,0 +1,152 @@
+//! What the engine gives a module when it builds it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use http::{HeaderMap, StatusCode};
+
+use crate::content::{
+    BodyReader, ContentError, ContentFuture, ContentManager, ObjectInfo, StoredResponse,
+};
+
+/// Services the engine offers a module: the cache's content management and metrics.
+#[derive(Clone)]
+pub struct ModuleContext {
+    content: Arc<dyn ContentManager>,
+    metrics: Arc<dyn MetricsRegistry>,
+    spawner: Option<Arc<dyn Spawner>>,
+}
+
+/// Runs a module's background work on the proxy's async runtime (implemented by the
+/// engine).
+pub trait Spawner: Send + Sync {
+    /// Starts `work`; it runs until it completes.
+    fn spawn(&self, work: Pin<Box<dyn Future<Output = ()> + Send>>);
+}
+
+impl ModuleContext {
+    /// A context (built by the engine).
+    pub fn new(
+        content: Arc<dyn ContentManager>,
+        metrics: Arc<dyn MetricsRegistry>,
+        spawner: Arc<dyn Spawner>,
+    ) -> ModuleContext {
+        ModuleContext {
+            content,
+            metrics,
+            spawner: Some(spawner),
+        }
+    }
+
+    /// Runs `work` in the background on the proxy's runtime: non-blocking I/O, such
+    /// as a content-management call started from a timer. Returns `false` (and runs
+    /// nothing) in a detached context.
+    pub fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) -> bool {
+        match &self.spawner {
+            Some(s) => {
+                s.spawn(Box::pin(work));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A context outside a running proxy, for building a module to check its
+    /// settings (`weir check`) or to unit-test its callbacks: every content-management
+    /// call answers [`ContentError::Origin`] ("not attached to a running proxy") and
+    /// counters count but are not exported.
+    pub fn detached() -> ModuleContext {
+        ModuleContext {
+            content: Arc::new(Detached),
+            metrics: Arc::new(Detached),
+            spawner: None,
+        }
+    }
+
+    /// The cache: query, preload, validate, expire, delete, inject, read.
+    pub fn content(&self) -> &Arc<dyn ContentManager> {
+        &self.content
+    }
+
+    /// A counter exported as `weir_module_<name>_total` on the admin listener's
+    /// `/metrics`. Asking twice for one name gives the same counter.
+    pub fn counter(&self, name: &str, help: &str) -> Counter {
+        self.metrics.counter(name, help)
+    }
+}
+
+/// Where module metrics are registered (implemented by the engine).
+pub trait MetricsRegistry: Send + Sync {
+    /// The counter called `name`, created on first use.
+    fn counter(&self, name: &str, help: &str) -> Counter;
+}
+
+/// A monotonically increasing count. Cloning shares it.
+#[derive(Clone, Debug, Default)]
+pub struct Counter(Arc<AtomicU64>);
+
+impl Counter {
+    /// Adds one.
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds `n`.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// What a detached context answers.
+struct Detached;
+
+fn detached<T>() -> Result<T, ContentError> {
+    Err(ContentError::Origin(
+        "not attached to a running proxy".into(),
+    ))
+}
+
+impl ContentManager for Detached {
+    fn query(&self, _url: &str) -> Result<ObjectInfo, ContentError> {
+        detached()
+    }
+    fn fetch<'a>(&'a self, _url: &'a str) -> ContentFuture<'a, ObjectInfo> {
+        Box::pin(async { detached() })
+    }
+    fn validate<'a>(&'a self, _url: &'a str) -> ContentFuture<'a, ObjectInfo> {
+        Box::pin(async { detached() })
+    }
+    fn set_expiry(&self, _url: &str, _ttl: Duration) -> Result<(), ContentError> {
+        detached()
+    }
+    fn delete(&self, _url: &str) -> Result<(), ContentError> {
+        detached()
+    }
+    fn inject<'a>(
+        &'a self,
+        _url: &'a str,
+        _status: StatusCode,
+        _headers: HeaderMap,
+        _body: Box<dyn BodyReader>,
+    ) -> ContentFuture<'a, ObjectInfo> {
+        Box::pin(async { detached() })
+    }
+    fn read(&self, _url: &str) -> Result<StoredResponse, ContentError> {
+        detached()
+    }
+}
+
+impl MetricsRegistry for Detached {
+    fn counter(&self, _name: &str, _help: &str) -> Counter {
+        Counter::default()
+    }
+}

@@ -1,0 +1,288 @@
+//! Content management over the real cache, for modules (and later the admin API):
+//! the engine's implementation of [`weir_api::ContentManager`].
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime};
+
+use bytes::{Bytes, BytesMut};
+use http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use http_body_util::BodyExt;
+use weir_api::{
+    BodyReader, BytesBody, ContentError, ContentFuture, ContentManager, ObjectInfo, StoredResponse,
+};
+use weir_cache::{Cache, CacheKey, CachedObject, StoragePolicy};
+
+use crate::service::{Engine, Target};
+use crate::upstream::OriginAddr;
+
+/// The cache as modules manage it. Fetches and validations go through the same path
+/// as a client's GET, on an engine without modules (so a module's call never
+/// re-enters modules).
+pub(crate) struct EngineContent {
+    cache: Arc<Cache>,
+    engine: OnceLock<Arc<Engine>>,
+}
+
+impl EngineContent {
+    pub fn new(cache: Arc<Cache>) -> Arc<EngineContent> {
+        Arc::new(EngineContent {
+            cache,
+            engine: OnceLock::new(),
+        })
+    }
+
+    /// Connects the engine that fetches for `fetch` and `validate` (set once at start).
+    pub fn set_engine(&self, engine: Arc<Engine>) {
+        let _ = self.engine.set(engine);
+    }
+
+    fn info(&self, url: &str, key: &CacheKey) -> Result<ObjectInfo, ContentError> {
+        let objects = self.cache.objects(key);
+        let first = objects.first().ok_or(ContentError::NotFound)?;
+        Ok(info_of(url, first, objects.len()))
+    }
+
+    /// GETs `url` through the cache path and reads the body to its end, so the fill
+    /// completes and is stored.
+    async fn get_through_cache(
+        &self,
+        url: &str,
+        extra: Option<(header::HeaderName, HeaderValue)>,
+    ) -> Result<ObjectInfo, ContentError> {
+        let (target, key) = parse(url)?;
+        let engine = self
+            .engine
+            .get()
+            .ok_or_else(|| ContentError::Origin("the proxy is not running".into()))?;
+        let mut parts = http::Request::new(()).into_parts().0;
+        parts.method = Method::GET;
+        parts.uri = url.parse().map_err(|_| ContentError::BadUrl(url.into()))?;
+        parts.headers.insert(header::HOST, target.host.clone());
+        if let Some((name, value)) = extra {
+            parts.headers.insert(name, value);
+        }
+        let served = crate::cached::serve(engine, parts, target, &mut None)
+            .await
+            .map_err(|e| ContentError::Origin(format!("{} {}", e.status.as_u16(), e.reason)))?;
+        let status = served.response.status();
+        served
+            .response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| ContentError::Origin(e.to_string()))?;
+        if status.is_server_error() {
+            return Err(ContentError::Origin(format!("status {}", status.as_u16())));
+        }
+        self.info(url, &key).map_err(|_| ContentError::NotStorable)
+    }
+}
+
+fn info_of(url: &str, object: &CachedObject, variants: usize) -> ObjectInfo {
+    let now = SystemTime::now();
+    ObjectInfo {
+        url: url.to_string(),
+        status: object.status,
+        headers: object.headers.clone(),
+        size: object.body.len() as u64,
+        age: object.policy.age(now),
+        time_to_live: object.policy.time_to_live(now),
+        variants,
+    }
+}
+
+/// The target and cache key of an absolute `http://` URL, named as a forward-proxy
+/// client would name it (reverse-mode objects are named by their public URL).
+fn parse(url: &str) -> Result<(Target, CacheKey), ContentError> {
+    let bad = || ContentError::BadUrl(url.to_string());
+    let uri: http::Uri = url.parse().map_err(|_| bad())?;
+    if uri.scheme_str() != Some("http") {
+        return Err(bad());
+    }
+    let authority = uri.authority().ok_or_else(bad)?;
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    if host.is_empty() {
+        return Err(bad());
+    }
+    let host_header = authority.as_str().trim_end_matches(":80");
+    let host_value = HeaderValue::from_str(host_header).map_err(|_| bad())?;
+    let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+    let key = CacheKey::for_url("http", host_header, &path_and_query);
+    let target = Target {
+        origin: OriginAddr {
+            host: host.to_string(),
+            port: authority.port_u16().unwrap_or(80),
+        },
+        host: host_value,
+        path_and_query,
+    };
+    Ok((target, key))
+}
+
+impl ContentManager for EngineContent {
+    fn query(&self, url: &str) -> Result<ObjectInfo, ContentError> {
+        let (_, key) = parse(url)?;
+        self.info(url, &key)
+    }
+
+    fn fetch<'a>(&'a self, url: &'a str) -> ContentFuture<'a, ObjectInfo> {
+        Box::pin(self.get_through_cache(url, None))
+    }
+
+    fn validate<'a>(&'a self, url: &'a str) -> ContentFuture<'a, ObjectInfo> {
+        Box::pin(async move {
+            let (_, key) = parse(url)?;
+            if self.cache.objects(&key).is_empty() {
+                return Err(ContentError::NotFound);
+            }
+            // max-age=0 makes the stored copy stale for this request: a conditional
+            // request to the origin follows, and its answer updates the store.
+            let directive = (header::CACHE_CONTROL, HeaderValue::from_static("max-age=0"));
+            self.get_through_cache(url, Some(directive)).await
+        })
+    }
+
+    fn set_expiry(&self, url: &str, ttl: Duration) -> Result<(), ContentError> {
+        let (_, key) = parse(url)?;
+        let now = SystemTime::now();
+        match self
+            .cache
+            .update(&key, |o| o.with_policy(o.policy.expiring(now, ttl)))
+        {
+            0 => Err(ContentError::NotFound),
+            _ => Ok(()),
+        }
+    }
+
+    fn delete(&self, url: &str) -> Result<(), ContentError> {
+        let (_, key) = parse(url)?;
+        let found = !self.cache.objects(&key).is_empty();
+        self.cache.invalidate(&key);
+        if found {
+            Ok(())
+        } else {
+            Err(ContentError::NotFound)
+        }
+    }
+
+    fn inject<'a>(
+        &'a self,
+        url: &'a str,
+        status: StatusCode,
+        headers: HeaderMap,
+        mut body: Box<dyn BodyReader>,
+    ) -> ContentFuture<'a, ObjectInfo> {
+        Box::pin(async move {
+            let (target, key) = parse(url)?;
+            let limit = self.cache.settings().max_object_bytes;
+            let mut all = BytesMut::new();
+            while let Some(chunk) = body.next_chunk().await {
+                if (all.len() + chunk.len()) as u64 > limit {
+                    return Err(ContentError::NotStorable);
+                }
+                all.extend_from_slice(&chunk);
+            }
+            let mut request = http::Request::new(()).into_parts().0;
+            request.uri = url.parse().map_err(|_| ContentError::BadUrl(url.into()))?;
+            request.headers.insert(header::HOST, target.host);
+            let mut response = http::Response::new(()).into_parts().0;
+            response.status = status;
+            response.headers = headers;
+            crate::headers::remove_hop_by_hop(&mut response.headers);
+            response.headers.remove(header::CONTENT_LENGTH);
+            let now = SystemTime::now();
+            let policy = StoragePolicy::new(
+                &request,
+                &response,
+                now,
+                self.cache.settings().heuristic_fraction,
+            );
+            if !policy.is_worth_storing(now) {
+                return Err(ContentError::NotStorable);
+            }
+            let object = CachedObject::new(status, response.headers, Bytes::from(all), policy);
+            if !self.cache.store(&key, &request, object) {
+                return Err(ContentError::NotStorable);
+            }
+            self.info(url, &key)
+        })
+    }
+
+    fn read(&self, url: &str) -> Result<StoredResponse, ContentError> {
+        let (_, key) = parse(url)?;
+        let objects = self.cache.objects(&key);
+        let first = objects.first().ok_or(ContentError::NotFound)?;
+        Ok(StoredResponse {
+            info: info_of(url, first, objects.len()),
+            body: BytesBody::boxed(first.body.clone()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn content() -> Arc<EngineContent> {
+        EngineContent::new(Arc::new(Cache::new(weir_cache::CacheSettings {
+            memory_bytes: 1 << 20,
+            max_object_bytes: 1 << 16,
+            heuristic_fraction: 0.1,
+        })))
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn inject_query_read_expire_delete() {
+        let c = content();
+        let url = "http://example.test/a";
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("max-age=60"),
+        );
+        let info = rt()
+            .block_on(c.inject(url, StatusCode::OK, h, BytesBody::boxed("hello")))
+            .unwrap();
+        assert_eq!(info.size, 5);
+        assert!(info.time_to_live > Duration::from_secs(50));
+        assert_eq!(c.query("http://example.test:80/a").unwrap().size, 5);
+        let mut stored = c.read(url).unwrap();
+        assert_eq!(rt().block_on(stored.body.next_chunk()).unwrap(), "hello");
+        c.set_expiry(url, Duration::ZERO).unwrap();
+        assert_eq!(c.query(url).unwrap().time_to_live, Duration::ZERO);
+        c.delete(url).unwrap();
+        assert_eq!(c.query(url).unwrap_err(), ContentError::NotFound);
+        assert_eq!(c.delete(url).unwrap_err(), ContentError::NotFound);
+    }
+
+    #[test]
+    fn refuses_what_may_not_be_stored_and_bad_urls() {
+        let c = content();
+        let mut h = HeaderMap::new();
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        let r = rt().block_on(c.inject(
+            "http://example.test/b",
+            StatusCode::OK,
+            h,
+            BytesBody::boxed("x"),
+        ));
+        assert_eq!(r.unwrap_err(), ContentError::NotStorable);
+        assert!(matches!(
+            c.query("https://x/"),
+            Err(ContentError::BadUrl(_))
+        ));
+        assert!(matches!(c.query("/relative"), Err(ContentError::BadUrl(_))));
+        let r = rt().block_on(c.fetch("http://example.test/c"));
+        assert!(matches!(r, Err(ContentError::Origin(_))));
+    }
+}
