@@ -10,6 +10,8 @@ use bytes::Bytes;
 pub struct BodyChunk {
     /// The bytes of this chunk.
     pub data: Bytes,
-    /// Whether this is the last chunk of the body.
+    /// Whether this is the last chunk of the body. Every body ends with exactly one
+    /// chunk marked last; it may be empty when the end only became known after the
+    /// data, so a module that holds bytes back can always flush them.
     pub last: bool,
 }

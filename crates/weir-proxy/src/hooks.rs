@@ -170,13 +170,14 @@ pub(crate) async fn body_chunk(
 }
 
 /// `body` with the body events' modules applied to each chunk as it streams, using
-/// the transaction in `slot`. The last call gets an empty chunk with `last` set, so a
-/// module may flush what it held back.
+/// the transaction in `slot`. The final chunk has `last` set (it is empty when the end
+/// only shows after the data), so a module may flush what it held back.
 pub(crate) fn hook_body(
     engine: Arc<Engine>,
     body: ProxyBody,
     events: &'static [Event],
     slot: TxnSlot,
+    declared: Option<u64>,
 ) -> ProxyBody {
     struct State {
         engine: Arc<Engine>,
@@ -184,6 +185,10 @@ pub(crate) fn hook_body(
         events: &'static [Event],
         slot: TxnSlot,
         ended: bool,
+        /// The length the response declares: hyper stops polling once it is sent, so
+        /// the chunk that completes it is the last one modules see.
+        declared: Option<u64>,
+        seen: u64,
     }
     let state = State {
         engine,
@@ -191,6 +196,8 @@ pub(crate) fn hook_body(
         events,
         slot,
         ended: false,
+        declared,
+        seen: 0,
     };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
         loop {
@@ -215,7 +222,14 @@ pub(crate) fn hook_body(
                     return Some((Err(e), s));
                 }
                 Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => BodyChunk { data, last: false },
+                    Ok(data) => {
+                        use http_body::Body as _;
+                        s.seen += data.len() as u64;
+                        let last =
+                            s.body.is_end_stream() || s.declared.is_some_and(|n| s.seen >= n);
+                        s.ended |= last;
+                        BodyChunk { data, last }
+                    }
                     Err(_) => continue,
                 },
             };

@@ -185,7 +185,8 @@ async fn deliver(
     };
     if events.iter().any(|&e| txn_wants(&slot, e)) {
         let (head, body) = response.into_parts();
-        let body = crate::hooks::hook_body(engine.clone(), body, events, slot.clone());
+        let declared = headers::content_length(&head.headers);
+        let body = crate::hooks::hook_body(engine.clone(), body, events, slot.clone(), declared);
         return (Response::from_parts(head, body), slot);
     }
     (response, slot)
