@@ -17,3 +17,4 @@ fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace
+cargo test --manifest-path examples/hello-module/Cargo.toml

@@ -23,8 +23,11 @@
 #   (`-t1 -c8 --latency`) asks for a new URL every time, so every request is a
 #   miss that goes to the origin. Reported: p50 and p99 of wrk's latency.
 #
+#   For reference, each round also sends the same miss load to the origin
+#   directly (without a proxy): what the origin alone takes.
+#
 #   Runs alternate: each round measures every test on every variant in turn
-#   (hit 1k: a b c d e, hit 16k: a b c d e, miss: a b c d e), RUNS rounds; the
+#   (hit 1k: a b c d e, hit 16k: a b c d e, miss: origin a b c d e), RUNS rounds; the
 #   table shows medians per variant, the ratio of each rung's hit req/CPU-s to
 #   rung a's, and the difference of its miss p50 to rung a's.
 #
@@ -49,6 +52,7 @@
 #   BUILD     1 builds both binaries first (default 1); 0 uses them as they are
 #   CONNS     wrk connections for hits (default 64)
 #   MISS_CONNS  wrk connections for misses (default 8)
+#   MISS_DIRECT 1 also measures the misses on the origin alone, once per round (default 1)
 #   WEIR_BIN       the normal build (default target/release/weir)
 #   WEIR_BASE_BIN  the build without modules (default target/ladder-base/release/weir)
 #   OUT_DIR   where raw results go (default bench/out)
@@ -76,6 +80,7 @@ VARIANTS="${VARIANTS:-a b c d e}"
 BUILD="${BUILD:-1}"
 CONNS="${CONNS:-64}"
 MISS_CONNS="${MISS_CONNS:-8}"
+MISS_DIRECT="${MISS_DIRECT:-1}"
 WEIR_BIN="${WEIR_BIN:-$ROOT/target/release/weir}"
 BASE_TARGET_DIR="$ROOT/target/ladder-base"
 WEIR_BASE_BIN="${WEIR_BASE_BIN:-$BASE_TARGET_DIR/release/weir}"
@@ -255,6 +260,9 @@ ORIGIN_PID=$!
 STARTED_PIDS+=("$ORIGIN_PID")
 wait_ready origin "$ORIGIN_PID" "$PORT_ORIGIN"
 log "origin (python3, ${DELAY_MS} ms misses) pid $ORIGIN_PID on 127.0.0.1:$PORT_ORIGIN"
+# "o" is the origin itself, measured for misses only.
+PORT[o]=$PORT_ORIGIN
+PID[o]=$ORIGIN_PID
 
 # The origin itself must serve the exact bytes.
 for s in "${SIZE_LIST[@]}"; do
@@ -321,6 +329,7 @@ check_hit() { # $1 = variant, $2 = size: fetch until a hit (at most 5 tries), th
 
 check_miss() { # $1 = variant, $2 = tag: two new URLs, both misses with the origin's body
     local v="$1" url hdr body i code
+    if [ "$v" = o ]; then return 0; fi
     hdr="$TMP/headers"; body="$TMP/body"
     for i in 1 2; do
         url="http://127.0.0.1:${PORT[$v]}/slow/check-$2-$i"
@@ -394,7 +403,7 @@ measure() { # $1 = variant, $2 = test (hit-<size> or miss), $3 = run
     awk -v v="$v" -v test="$test" -v run="$run" -v ticks="$(cpu_delta "$s0" "$s1")" -v hz="$CLK_TCK" -v load1="$load1" '
         {
             for (i = 2; i <= NF; i++) { split($i, kv, "="); x[kv[1]] = kv[2] }
-            cpu = ticks / hz
+            cpu = v == "o" ? 0 : ticks / hz  # the origin: its CPU is not the point
             dur = x["duration_us"] / 1e6
             rpc = cpu > 0 ? x["requests"] / cpu : 0
             printf "%s\t%s\t%s\t%d\t%.3f\t%.2f\t%.0f\t%.0f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n",
@@ -414,6 +423,7 @@ TESTS+=(miss)
 log "rungs ${VARIANT_LIST[*]}; ${RUNS} rounds of ${DURATION} runs: hits (${SIZE_LIST[*]}, wrk -t1 -c$CONNS), misses (${DELAY_MS} ms origin, wrk -t1 -c$MISS_CONNS)"
 for run in $(seq "$RUNS"); do
     for test in "${TESTS[@]}"; do
+        if [ "$test" = miss ] && [ "$MISS_DIRECT" = 1 ]; then measure o miss "$run"; fi
         for v in "${VARIANT_LIST[@]}"; do
             measure "$v" "$test" "$run"
         done
@@ -507,6 +517,8 @@ awk -F'\t' -v order="${VARIANT_LIST[*]}" -v sizes="${SIZE_LIST[*]}" -v desc="$de
             line = line " " (n[k] ? sprintf("%.2f–%.2f ms", lo(p50[k]) / 1000, hi(p50[k]) / 1000) : "") " |"
             print line
         }
+        k = "o" SUBSEP "miss"
+        if (n[k]) printf "\nThe origin alone (no proxy), same miss load: p50 %s (runs %.2f–%.2f ms), p99 %s; errors %s.\n", ms(median(p50[k])), lo(p50[k]) / 1000, hi(p50[k]) / 1000, ms(median(p99[k])), (err["o"] ? err["o"] : "none")
     }' "$TSV" >"$TABLE"
 {
     echo

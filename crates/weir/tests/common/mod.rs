@@ -7,6 +7,7 @@
 mod builder;
 mod client;
 mod echo;
+pub mod module_config;
 mod origin;
 mod process;
 mod proxy;

@@ -1,0 +1,31 @@
+//! Proxies with `[[module]]` sections, which [`ProxyBuilder`](super::ProxyBuilder)
+//! cannot write: the configuration is written here and `weir` started on it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use super::process::{free_port, temp_dir};
+use super::proxy::Proxy;
+
+/// Starts `weir` with one reverse listener to `origin` (e.g. `http://127.0.0.1:8081`),
+/// an admin listener, no access log, and `modules` appended as written: the
+/// `[[module]]` sections, e.g. `"[[module]]\nname = \"add-headers\"\n"`.
+pub fn reverse_with_modules(origin: &str, modules: &str) -> Proxy {
+    let dir = temp_dir("modules");
+    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let text = format!(
+        "[admin]\nlisten = \"{admin}\"\n\n[log]\naccess = \"off\"\n\n\
+         [[listen]]\naddr = \"{addr}\"\nmode = \"reverse\"\norigin = {origin:?}\n\n{modules}\n"
+    );
+    let config = dir.join("weir.toml");
+    std::fs::write(&config, &text).expect("write the configuration");
+    Proxy::spawn(dir, config, text, vec![("reverse", addr)], Some(admin))
+}
+
+/// Writes `text` as `name` in `dir` (for `weir check`), returning its path.
+pub fn write_config(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write the configuration");
+    path
+}
