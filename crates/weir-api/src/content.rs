@@ -28,6 +28,8 @@ pub struct ObjectInfo {
     pub time_to_live: Duration,
     /// How many Vary variants the URL has stored (1 without Vary).
     pub variants: usize,
+    /// Invalidation tags attached by modules ([`crate::CacheOverrides::tags`]).
+    pub tags: Vec<String>,
 }
 
 /// A stored body, read chunk by chunk (a disk tier streams it).

@@ -24,6 +24,8 @@ pub struct CachedObject {
     pub policy: StoragePolicy,
     /// The request headers it varies on (from `Vary`), lowercase.
     pub vary: Vec<HeaderName>,
+    /// Invalidation tags modules attached to it.
+    pub tags: Vec<String>,
     weight: u32,
 }
 
@@ -42,6 +44,7 @@ impl CachedObject {
             body,
             policy,
             vary,
+            tags: Vec::new(),
             weight,
         }
     }
@@ -49,6 +52,16 @@ impl CachedObject {
     /// The same response with another policy (e.g. a new expiry).
     pub fn with_policy(&self, policy: StoragePolicy) -> CachedObject {
         CachedObject::new(self.status, self.headers.clone(), self.body.clone(), policy)
+            .with_tags(self.tags.clone())
+    }
+
+    /// The same object with these invalidation tags.
+    pub fn with_tags(mut self, tags: Vec<String>) -> CachedObject {
+        self.weight = self
+            .weight
+            .saturating_add(tags.iter().map(|t| t.len() as u32 + 24).sum());
+        self.tags = tags;
+        self
     }
 
     /// Bytes this object is charged in the memory tier (body, headers twice because the

@@ -51,6 +51,8 @@ pub struct LogRecord<'a> {
     pub user_agent: Option<&'a str>,
     /// Request Referer.
     pub referer: Option<&'a str>,
+    /// Fields modules added (`Txn::log_field`), appended as `name=value`.
+    pub fields: &'a [(&'static str, String)],
 }
 
 enum Message {
@@ -193,6 +195,13 @@ fn format_line(format: LogFormat, record: &LogRecord<'_>) -> String {
     match format {
         LogFormat::Squid => squid(&mut line, record),
         LogFormat::Combined => combined(&mut line, record),
+    }
+    // Module fields go last, so tools that parse the standard fields are unaffected.
+    for (name, value) in record.fields {
+        line.push(' ');
+        push_token(&mut line, name);
+        line.push('=');
+        push_token(&mut line, value);
     }
     line.push('\n');
     line
@@ -368,7 +377,30 @@ mod tests {
             content_type: Some("text/html"),
             user_agent: Some("curl/8.0 \"x\"\n"),
             referer: None,
+            fields: &[],
         }
+    }
+
+    #[test]
+    fn module_fields_come_last_and_cannot_split_the_line() {
+        let fields = [
+            ("adblock", "blocked rule".to_string()),
+            ("enc", "gzip".to_string()),
+        ];
+        let r = LogRecord {
+            fields: &fields,
+            ..record()
+        };
+        let line = format_line(LogFormat::Squid, &r);
+        assert!(
+            line.ends_with(" text/html adblock=blocked%20rule enc=gzip\n"),
+            "{line}"
+        );
+        let line = format_line(LogFormat::Combined, &r);
+        assert!(
+            line.ends_with("\" adblock=blocked%20rule enc=gzip\n"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -479,7 +479,13 @@ impl Fetch {
         }
         if storing {
             if let Some(chunks) = self.flight.retained_body() {
-                let object = CachedObject::new(parts.status, parts.headers, concat(chunks), policy);
+                let tags = self
+                    .txn
+                    .as_ref()
+                    .map(|t| t.txn.cache_overrides().tags.clone())
+                    .unwrap_or_default();
+                let object = CachedObject::new(parts.status, parts.headers, concat(chunks), policy)
+                    .with_tags(tags);
                 engine.cache.store(&self.key, &self.request, object);
             }
         }

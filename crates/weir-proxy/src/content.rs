@@ -88,6 +88,7 @@ fn info_of(url: &str, object: &CachedObject, variants: usize) -> ObjectInfo {
         age: object.policy.age(now),
         time_to_live: object.policy.time_to_live(now),
         variants,
+        tags: object.tags.clone(),
     }
 }
 

@@ -694,12 +694,15 @@ impl TxnRecord {
             self.outcome
         };
         m.request_done(self.mode, outcome, elapsed, self.bytes_in, bytes_out);
-        if let Some(slot) = &self.txn {
-            if let Some(mut t) = slot.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                let ModTxn { chain, txn } = &mut *t;
-                chain.log(txn, m);
-            }
+        let mut txn = self
+            .txn
+            .as_ref()
+            .and_then(|slot| slot.lock().unwrap_or_else(|e| e.into_inner()).take());
+        if let Some(t) = txn.as_deref_mut() {
+            let ModTxn { chain, txn } = t;
+            chain.log(txn, m);
         }
+        let fields = txn.as_ref().map_or(&[][..], |t| t.txn.log_fields());
         if let (Some(log), Some(access_log)) = (&self.log, &self.engine.log) {
             access_log.log(&LogRecord {
                 start: log.start,
@@ -715,6 +718,7 @@ impl TxnRecord {
                 content_type: log.content_type.as_deref(),
                 user_agent: log.user_agent.as_deref(),
                 referer: log.referer.as_deref(),
+                fields,
             });
         }
     }
