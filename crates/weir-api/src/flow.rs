@@ -10,8 +10,9 @@ use http::{HeaderMap, StatusCode};
 pub enum Flow<'a> {
     /// Go on with the transaction.
     Continue,
-    /// Answer the client with this response instead (only honoured by the request
-    /// and response header events; the cache does not store it).
+    /// Answer the client with this response instead; the cache does not store it.
+    /// Honoured by every event up to and including `DeliverHeaders`; in a body event
+    /// the response is already on its way, so there it fails the transaction.
     Respond(Reply),
     /// Wait for this future, then act on its decision. The future may borrow what the
     /// callback was given: the engine polls it in place, and other transactions go on.

@@ -104,13 +104,14 @@ async fn reload_now(req: &Request<Incoming>, reload: &ReloadSender) -> Response<
         return response;
     }
     let (answer, verdict) = tokio::sync::oneshot::channel();
-    if reload.send(ReloadRequest { answer }).await.is_err() {
-        return text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "reloading is not available\n",
-        );
-    }
-    match verdict.await {
+    // A binary that never takes the reload requests must not leave the caller hanging.
+    let asked = tokio::time::timeout(RELOAD_WAIT, async {
+        reload.send(ReloadRequest { answer }).await.ok()?;
+        verdict.await.ok()
+    })
+    .await;
+    let verdict: Result<Result<String, String>, ()> = asked.ok().flatten().ok_or(());
+    match verdict {
         Ok(Ok(done)) => reply(
             StatusCode::OK,
             "text/plain; charset=utf-8",
@@ -123,12 +124,15 @@ async fn reload_now(req: &Request<Incoming>, reload: &ReloadSender) -> Response<
                 "reload refused, the running configuration stays: {error}\n"
             )),
         ),
-        Err(_) => text(
+        Err(()) => text(
             StatusCode::SERVICE_UNAVAILABLE,
             "reloading is not available\n",
         ),
     }
 }
+
+/// How long a reload may take before the caller is told it is not available.
+const RELOAD_WAIT: Duration = Duration::from_secs(30);
 
 fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
     reply(

@@ -26,10 +26,12 @@ pub(crate) enum FlightOutcome {
     Failed(ProxyErrorParts),
 }
 
+/// A fetch's failure as its readers learn it (already counted by the fetch).
 pub(crate) struct ProxyErrorParts {
     status: StatusCode,
-    kind: Option<ErrorKind>,
     reason: String,
+    /// The `Cache-Status` detail, when the status alone does not tell.
+    detail: Option<&'static str>,
 }
 
 pub(crate) struct FetchedHead {
@@ -186,6 +188,9 @@ pub(crate) async fn serve(
 
 const HIT: HeaderValue = HeaderValue::from_static("weir; hit");
 
+/// The `Cache-Status` detail of a failure caused by a module.
+pub(crate) const MODULE_ERROR: &str = "module-error";
+
 fn strip_body(parts: &request::Parts) -> request::Parts {
     let mut r = http::Request::new(());
     *r.method_mut() = parts.method.clone();
@@ -244,10 +249,10 @@ async fn serve_flight(
         FlightOutcome::Failed(e) => {
             return Err(ProxyError {
                 status: e.status,
-                kind: e.kind,
+                kind: None,
                 reason: e.reason.clone(),
                 close: false,
-                detail: None,
+                detail: e.detail,
             })
         }
         FlightOutcome::Response(h) => h,
@@ -332,8 +337,8 @@ impl Fetch {
                 self.flight
                     .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
                         status: e.status,
-                        kind: None,
                         reason: e.reason,
+                        detail: None,
                     })));
                 return self.end(false);
             }
@@ -354,7 +359,7 @@ impl Fetch {
             self.flight
                 .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
                     status: StatusCode::BAD_GATEWAY,
-                    kind: None,
+                    detail: None,
                     reason: format!(
                         "origin {} answered 304 for a different representation",
                         self.origin
@@ -542,11 +547,12 @@ impl Fetch {
         if let Some(kind) = e.kind {
             self.engine.metrics.error(kind);
         }
+        let detail = (e.kind == Some(ErrorKind::ModuleFailed)).then_some(MODULE_ERROR);
         self.flight
             .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
                 status: e.status,
-                kind: None,
                 reason: e.reason,
+                detail,
             })));
         self.end(false)
     }

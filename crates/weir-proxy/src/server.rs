@@ -44,6 +44,9 @@ pub struct ReloadRequest {
 pub struct Server {
     /// What modules are built with (content management, metrics).
     context: weir_api::ModuleContext,
+    /// Every loaded module, kept alive here (a module no listener names still runs
+    /// its timers); replaced by a reload.
+    loaded: std::sync::Mutex<crate::modules::LoadedModules>,
     metrics: Arc<Metrics>,
     /// Each listener's engine, with the address it was configured with.
     engines: Vec<(SocketAddr, Arc<Engine>)>,
@@ -119,9 +122,10 @@ impl Server {
         );
         let loaded = crate::modules::load(&config, factories, &context)
             .map_err(|e| StartError(e.to_string()))?;
-        loaded.start_timers(&metrics);
-        // Content management fetches through an engine without modules.
+        // Content management fetches through an engine without modules; it is connected
+        // before the modules' timers start, so their first call finds it.
         content.set_engine(engine_for(Arc::new(crate::modules::ModuleChain::default())));
+        loaded.start_timers(&metrics);
 
         let (stop, _) = watch::channel(false);
         let connections = Arc::new(ConnectionCount {
@@ -180,6 +184,7 @@ impl Server {
             None => None,
         };
         Ok(Server {
+            loaded: std::sync::Mutex::new(loaded),
             context,
             metrics: metrics.clone(),
             engines,
@@ -213,6 +218,9 @@ impl Server {
     ) -> Result<String, ConfigError> {
         let loaded = crate::modules::load(config, factories, &self.context)?;
         loaded.start_timers(&self.metrics);
+        let mut current = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        *current = loaded;
+        let loaded = &*current;
         let mut swapped = 0;
         for (addr, engine) in &self.engines {
             if let Some(l) = config.listen.iter().find(|l| l.addr == *addr) {

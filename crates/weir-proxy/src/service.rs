@@ -167,12 +167,24 @@ async fn deliver(
     .await
     {
         Ok(None) => Response::from_parts(head, body),
-        Ok(Some(reply)) => crate::hooks::reply_response(reply),
+        Ok(Some(reply)) => {
+            let mut r = crate::hooks::reply_response(reply);
+            set_cache_status(
+                r.headers_mut(),
+                HeaderValue::from_static("weir; detail=module"),
+            );
+            r
+        }
         Err(e) => {
             if let Some(kind) = e.kind {
                 engine.metrics.error(kind);
             }
-            e.into_response()
+            let mut r = e.into_response();
+            set_cache_status(
+                r.headers_mut(),
+                HeaderValue::from_static("weir; detail=module-error"),
+            );
+            r
         }
     };
     let slot: crate::hooks::TxnSlot = Arc::new(std::sync::Mutex::new(Some(txn)));
@@ -224,7 +236,9 @@ fn error_served(metrics: &Metrics, e: ProxyError) -> Served {
         HeaderValue::from_static("weir; detail=refused")
     } else if e.detail == Some("only-if-cached") {
         HeaderValue::from_static("weir; detail=only-if-cached")
-    } else if e.kind == Some(ErrorKind::ModuleFailed) {
+    } else if e.kind == Some(ErrorKind::ModuleFailed)
+        || e.detail == Some(crate::cached::MODULE_ERROR)
+    {
         HeaderValue::from_static("weir; detail=module-error")
     } else {
         HeaderValue::from_static("weir; fwd=miss; detail=origin-error")

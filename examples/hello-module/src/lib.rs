@@ -20,7 +20,6 @@
 //! alone, as any out-of-tree module does.
 #![deny(missing_docs)]
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use weir_api::http::{HeaderName, HeaderValue, StatusCode};
@@ -50,6 +49,19 @@ const DEFAULT_GREETING: &str = "hello";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HelloFactory;
 
+/// The `[[module]]` settings of `hello`.
+#[derive(weir_api::serde::Deserialize)]
+#[serde(crate = "weir_api::serde", deny_unknown_fields)]
+struct HelloSettings {
+    /// What to greet with; `hello` when absent.
+    #[serde(default = "default_greeting")]
+    greeting: String,
+}
+
+fn default_greeting() -> String {
+    DEFAULT_GREETING.to_owned()
+}
+
 impl ModuleFactory for HelloFactory {
     fn name(&self) -> &'static str {
         "hello"
@@ -60,21 +72,10 @@ impl ModuleFactory for HelloFactory {
         settings: &Settings,
         _context: &ModuleContext,
     ) -> Result<Arc<dyn Module>, SettingsError> {
-        // `Settings::get` reads the section into any type serde can deserialize. A
-        // module with several settings would derive `serde::Deserialize` on a struct
-        // of its own with `#[serde(deny_unknown_fields)]`; to depend on `weir-api`
-        // alone, this one reads a map of strings (a non-string value is already an
-        // error here) and checks the keys itself.
-        let mut keys: BTreeMap<String, String> = settings.get()?;
-        let greeting = keys
-            .remove("greeting")
-            .unwrap_or_else(|| DEFAULT_GREETING.to_owned());
-        if let Some(unknown) = keys.keys().next() {
-            return Err(SettingsError::at(
-                unknown.as_str(),
-                "unknown setting; `hello` only has `greeting`",
-            ));
-        }
+        // `Settings::get` reads the section into the module's own type. serde comes
+        // re-exported by `weir-api`, so the module needs no dependency of its own;
+        // `deny_unknown_fields` turns a typo into an error naming the key.
+        let HelloSettings { greeting } = settings.get()?;
 
         // The greeting goes into a header, so it must be a valid header value: parse
         // it now, once, rather than on every response.

@@ -179,7 +179,7 @@ pub struct ModuleConfig {
     /// `false` keeps the section configured but does not load the module. Default: true.
     #[serde(default = "default_true")]
     pub enabled: bool,
-    /// When the module fails in a transaction (an error or a panic), `true` lets the
+    /// When the module fails in a transaction (a callback panics), `true` lets the
     /// transaction pass through as if the module were absent; `false` gives the client
     /// a 500. Default: false.
     #[serde(default)]

@@ -12,6 +12,7 @@ mod origin;
 mod process;
 mod proxy;
 mod raw;
+pub mod reload_config;
 mod reply;
 
 pub use builder::ProxyBuilder;
