@@ -42,6 +42,7 @@ pub struct Txn {
     cache: CacheOverrides,
     log_fields: Vec<(&'static str, String)>,
     body_length_may_change: bool,
+    whole_body: bool,
 }
 
 impl Txn {
@@ -93,6 +94,19 @@ impl Txn {
     pub fn body_length_changes(&self) -> bool {
         self.body_length_may_change
     }
+
+    /// Asks, in a header event, for the body that follows in one piece: the engine
+    /// collects it (up to the configured `[limits] module_body`) and calls the body
+    /// event once, with the whole body and `last` set. A body over the limit passes
+    /// through unchanged, without body events.
+    pub fn whole_body(&mut self) {
+        self.whole_body = true;
+    }
+
+    /// Whether a module asked for the whole body.
+    pub fn wants_whole_body(&self) -> bool {
+        self.whole_body
+    }
 }
 
 /// What the engine does with a transaction; a module's own tests use [`engine::new_txn`]
@@ -111,6 +125,7 @@ pub mod engine {
             cache: CacheOverrides::default(),
             log_fields: Vec::new(),
             body_length_may_change: false,
+            whole_body: false,
         }
     }
 
@@ -119,9 +134,11 @@ pub mod engine {
         txn.current = module;
     }
 
-    /// Clears the body-length declaration between the response and delivery phases.
+    /// Clears the body declarations (length, whole body) between the response and
+    /// delivery phases.
     pub fn reset_body_length(txn: &mut Txn) {
         txn.body_length_may_change = false;
+        txn.whole_body = false;
     }
 }
 

@@ -16,7 +16,7 @@ use crate::metrics::{CacheOutcome, ErrorKind};
 use crate::modules::ModTxn;
 use crate::service::{forward_hooked, upstream_error, upstream_request, Engine, Served, Target};
 use crate::upstream::OriginAddr;
-use weir_api::{BodyChunk, CacheLookup, Event, Reply};
+use weir_api::{CacheLookup, Event, Reply};
 
 /// What a flight's readers learn when the origin's response head arrives.
 pub(crate) type FlightHead = Arc<FlightOutcome>;
@@ -440,6 +440,7 @@ impl Fetch {
             .txn
             .as_ref()
             .is_some_and(|t| t.wants(Event::ResponseBody));
+        let mut stage = hooks::BodyStage::new(engine.limits.module_body.0);
         let mut ended = false;
         while !ended {
             let chunk = tokio::select! {
@@ -458,14 +459,13 @@ impl Fetch {
                 Some(Ok(mut data)) => {
                     if body_hooks {
                         if let Some(txn) = self.txn.as_deref_mut() {
-                            let mut piece = BodyChunk { data, last: ended };
-                            if hooks::body_chunk(engine, txn, Event::ResponseBody, &mut piece)
+                            match stage
+                                .feed(engine, txn, &[Event::ResponseBody], data, ended)
                                 .await
-                                .is_err()
                             {
-                                return self.end(false);
+                                Ok(out) => data = out,
+                                Err(()) => return self.end(false),
                             }
-                            data = piece.data;
                         }
                         if data.is_empty() {
                             continue;

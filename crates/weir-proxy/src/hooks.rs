@@ -169,6 +169,78 @@ pub(crate) async fn body_chunk(
     }
 }
 
+/// The body events of one body, chunk by chunk, or, when a module asked for it, the
+/// whole body at once (up to a limit, past which it passes through unchanged).
+pub(crate) struct BodyStage {
+    limit: u64,
+    mode: StageMode,
+    held: bytes::BytesMut,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StageMode {
+    Undecided,
+    Chunks,
+    Whole,
+    Unchanged,
+}
+
+impl BodyStage {
+    pub fn new(limit: u64) -> BodyStage {
+        BodyStage {
+            limit,
+            mode: StageMode::Undecided,
+            held: bytes::BytesMut::new(),
+        }
+    }
+
+    /// Runs `events` on the next piece of body (`last`: nothing follows) and returns
+    /// the bytes to pass on, possibly none. `Err` when a module failed.
+    pub async fn feed(
+        &mut self,
+        engine: &Engine,
+        m: &mut ModTxn,
+        events: &[Event],
+        data: Bytes,
+        last: bool,
+    ) -> Result<Bytes, ()> {
+        if self.mode == StageMode::Undecided {
+            self.mode = if m.txn.wants_whole_body() {
+                StageMode::Whole
+            } else {
+                StageMode::Chunks
+            };
+        }
+        let mut chunk = match self.mode {
+            StageMode::Unchanged => return Ok(data),
+            StageMode::Chunks | StageMode::Undecided => BodyChunk { data, last },
+            StageMode::Whole => {
+                if (self.held.len() + data.len()) as u64 > self.limit {
+                    // Too large to hand over whole: the module never sees this body.
+                    self.mode = StageMode::Unchanged;
+                    let mut out = std::mem::take(&mut self.held);
+                    out.extend_from_slice(&data);
+                    return Ok(out.freeze());
+                }
+                self.held.extend_from_slice(&data);
+                if !last {
+                    return Ok(Bytes::new());
+                }
+                BodyChunk {
+                    data: std::mem::take(&mut self.held).freeze(),
+                    last: true,
+                }
+            }
+        };
+        for &event in events {
+            if m.wants(event) {
+                body_chunk(engine, m, event, &mut chunk).await?;
+            }
+        }
+        Ok(chunk.data)
+    }
+}
+
 /// `body` with the body events' modules applied to each chunk as it streams, using
 /// the transaction in `slot`. The final chunk has `last` set (it is empty when the end
 /// only shows after the data), so a module may flush what it held back.
@@ -189,7 +261,9 @@ pub(crate) fn hook_body(
         /// the chunk that completes it is the last one modules see.
         declared: Option<u64>,
         seen: u64,
+        stage: BodyStage,
     }
+    let limit = engine.limits.module_body.0;
     let state = State {
         engine,
         body,
@@ -198,6 +272,7 @@ pub(crate) fn hook_body(
         ended: false,
         declared,
         seen: 0,
+        stage: BodyStage::new(limit),
     };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
         loop {
@@ -235,19 +310,21 @@ pub(crate) fn hook_body(
             };
             let taken = s.slot.lock().unwrap_or_else(|e| e.into_inner()).take();
             if let Some(mut txn) = taken {
-                let mut result = Ok(());
-                for &event in s.events {
-                    if txn.wants(event) {
-                        result = body_chunk(&s.engine, &mut txn, event, &mut chunk).await;
-                        if result.is_err() {
-                            break;
-                        }
-                    }
-                }
+                let data = std::mem::take(&mut chunk.data);
+                let result = s
+                    .stage
+                    .feed(&s.engine, &mut txn, s.events, data, chunk.last)
+                    .await;
                 *s.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(txn);
-                if result.is_err() {
-                    s.ended = true;
-                    return Some((Err("a module failed while transforming the body".into()), s));
+                match result {
+                    Ok(data) => chunk.data = data,
+                    Err(()) => {
+                        s.ended = true;
+                        return Some((
+                            Err("a module failed while transforming the body".into()),
+                            s,
+                        ));
+                    }
                 }
             }
             if !chunk.data.is_empty() {

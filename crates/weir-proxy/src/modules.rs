@@ -50,18 +50,26 @@ impl LoadedModules {
         }
     }
 
-    /// The chain for one listener: the modules it names (in `[[module]]` order), or
-    /// every loaded module when it names none.
-    pub fn chain_for(&self, listener: &ListenConfig) -> Arc<ModuleChain> {
+    /// The chains of one listener: its own (the modules it names, in `[[module]]`
+    /// order, or every loaded module when it names none) and one per route that
+    /// names modules of its own.
+    pub fn chains_for(&self, listener: &ListenConfig) -> Arc<ListenerChains> {
+        let routes = listener
+            .route
+            .iter()
+            .map(|r| r.modules.as_deref().map(|names| self.chain_of(Some(names))))
+            .collect();
+        Arc::new(ListenerChains {
+            listener: self.chain_of(listener.modules.as_deref()),
+            routes,
+        })
+    }
+
+    fn chain_of(&self, names: Option<&[String]>) -> Arc<ModuleChain> {
         let chosen = self
             .modules
             .iter()
-            .filter(|(name, ..)| {
-                listener
-                    .modules
-                    .as_ref()
-                    .is_none_or(|names| names.contains(name))
-            })
+            .filter(|(name, ..)| names.is_none_or(|names| names.contains(name)))
             .map(|(_, m, optional)| (m.clone(), *optional))
             .collect();
         Arc::new(ModuleChain::new(chosen))
@@ -118,6 +126,25 @@ struct Loaded {
 pub(crate) struct ModuleChain {
     modules: Vec<Loaded>,
     by_event: [Vec<u16>; 8],
+}
+
+/// The module chains of one listener: a reload replaces them together.
+#[derive(Default)]
+pub(crate) struct ListenerChains {
+    listener: Arc<ModuleChain>,
+    /// Per route (configuration order): its own chain when it names modules.
+    routes: Vec<Option<Arc<ModuleChain>>>,
+}
+
+impl ListenerChains {
+    /// The chain for a request that matched route `route` (`None`: no route, or a
+    /// forward listener).
+    pub fn for_route(&self, route: Option<usize>) -> &Arc<ModuleChain> {
+        route
+            .and_then(|i| self.routes.get(i))
+            .and_then(Option::as_ref)
+            .unwrap_or(&self.listener)
+    }
 }
 
 /// A transaction's module context: the chain it started with and its [`Txn`].

@@ -41,19 +41,24 @@ impl Router {
 
     /// The origin for a request to `host` (as in the Host header, port allowed) and `path`.
     pub fn route(&self, host: Option<&str>, path: &str) -> Option<&OriginAddr> {
+        match self.route_index(host, path) {
+            Some(i) => Some(&self.routes[i].origin),
+            None => self.default.as_ref(),
+        }
+    }
+
+    /// The index of the first route matching `host` and `path` (in configuration
+    /// order), or `None` when the default origin applies.
+    pub fn route_index(&self, host: Option<&str>, path: &str) -> Option<usize> {
         let host = host.map(strip_port);
-        self.routes
-            .iter()
-            .find(|r| {
-                path.starts_with(&r.path_prefix)
-                    && match (&r.host, host) {
-                        (None, _) => true,
-                        (Some(want), Some(got)) => want.eq_ignore_ascii_case(got),
-                        (Some(_), None) => false,
-                    }
-            })
-            .map(|r| &r.origin)
-            .or(self.default.as_ref())
+        self.routes.iter().position(|r| {
+            path.starts_with(&r.path_prefix)
+                && match (&r.host, host) {
+                    (None, _) => true,
+                    (Some(want), Some(got)) => want.eq_ignore_ascii_case(got),
+                    (Some(_), None) => false,
+                }
+        })
     }
 }
 

@@ -124,7 +124,7 @@ impl Server {
             .map_err(|e| StartError(e.to_string()))?;
         // Content management fetches through an engine without modules; it is connected
         // before the modules' timers start, so their first call finds it.
-        content.set_engine(engine_for(Arc::new(crate::modules::ModuleChain::default())));
+        content.set_engine(engine_for(Arc::default()));
         loaded.start_timers(&metrics);
 
         let (stop, _) = watch::channel(false);
@@ -158,7 +158,7 @@ impl Server {
                     .map_err(|e| StartError(e.to_string()))?,
             );
             tracing::info!(addr = %l.addr, mode = l.mode.as_str(), "listening");
-            let engine = engine_for(loaded.chain_for(l));
+            let engine = engine_for(loaded.chains_for(l));
             engines.push((l.addr, engine.clone()));
             accept_tasks.push(tokio::spawn(accept_loop(
                 listener,
@@ -224,7 +224,7 @@ impl Server {
         let mut swapped = 0;
         for (addr, engine) in &self.engines {
             if let Some(l) = config.listen.iter().find(|l| l.addr == *addr) {
-                engine.modules.store(loaded.chain_for(l));
+                engine.modules.store(loaded.chains_for(l));
                 swapped += 1;
             }
         }

@@ -29,8 +29,9 @@ pub(crate) struct Engine {
     pub log: Option<Arc<AccessLog>>,
     pub limits: LimitsConfig,
     pub connect_timeout: std::time::Duration,
-    /// The modules of this listener; a reload swaps them, transactions keep theirs.
-    pub modules: arc_swap::ArcSwap<crate::modules::ModuleChain>,
+    /// The modules of this listener and its routes; a reload swaps them, transactions
+    /// keep theirs.
+    pub modules: arc_swap::ArcSwap<crate::modules::ListenerChains>,
 }
 
 impl Engine {
@@ -99,7 +100,20 @@ pub(crate) async fn handle(
     let start = Instant::now();
     let log = engine.log.as_ref().map(|_| LogInfo::new(&req));
     let bytes_in = headers::content_length(req.headers()).unwrap_or(0);
-    let mut txn = engine.modules.load().new_txn(conn.client);
+    let mut txn = {
+        let chains = engine.modules.load();
+        // A route's modules apply from the first event, so the route is found from the
+        // request as received (modules do not re-route it).
+        let route = conn.listener.router.as_ref().and_then(|r| {
+            let host = req
+                .headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .or(req.uri().authority().map(|a| a.as_str()));
+            r.route_index(host, req.uri().path())
+        });
+        chains.for_route(route).new_txn(conn.client)
+    };
     let served = match transact(&engine, &conn, req, &mut txn).await {
         Ok(s) => s,
         Err(e) => error_served(&engine.metrics, e),

@@ -71,6 +71,10 @@ struct Setup {
     /// (name, module, extra keys of its section)
     modules: Vec<(&'static str, Arc<dyn Module>, &'static str)>,
     admin: bool,
+    /// Routes of the first listener: (path prefix, its `modules` key).
+    routes: Vec<(&'static str, Option<Vec<&'static str>>)>,
+    /// More configuration, appended as it is.
+    extra: &'static str,
 }
 
 impl Setup {
@@ -81,7 +85,21 @@ impl Setup {
             listeners: vec![None],
             modules: Vec::new(),
             admin: false,
+            routes: Vec::new(),
+            extra: "",
         }
+    }
+
+    /// Adds a route to the first listener (to the same origin) with its own modules.
+    fn route(mut self, path_prefix: &'static str, modules: Option<&[&'static str]>) -> Setup {
+        self.routes.push((path_prefix, modules.map(<[_]>::to_vec)));
+        self
+    }
+
+    /// Appends configuration text (e.g. a `[limits]` section).
+    fn extra(mut self, text: &'static str) -> Setup {
+        self.extra = text;
+        self
     }
 
     /// Adds `[[module]] name = "<name>"`, built as `module`.
@@ -122,7 +140,21 @@ impl Setup {
                 text.push_str(&format!("modules = {names:?}\n"));
             }
             text.push('\n');
+            if std::ptr::eq(modules, &self.listeners[0]) {
+                for (prefix, names) in &self.routes {
+                    text.push_str(&format!(
+                        "[[listen.route]]\npath_prefix = {prefix:?}\norigin = {:?}\n",
+                        self.origin
+                    ));
+                    if let Some(names) = names {
+                        text.push_str(&format!("modules = {names:?}\n"));
+                    }
+                    text.push('\n');
+                }
+            }
         }
+        text.push_str(self.extra);
+        text.push('\n');
         for (name, _, keys) in &self.modules {
             text.push_str(&format!("[[module]]\nname = {name:?}\n{keys}\n\n"));
         }
@@ -1253,6 +1285,119 @@ async fn each_listener_runs_the_modules_it_names() {
     weir.stop().await;
 }
 
+#[tokio::test]
+async fn a_route_runs_the_modules_it_names() {
+    let origin = TestOrigin::start();
+    origin.route("/r/*", Reply::ok("routed").cc("max-age=60"));
+    let (a, journal_a) = Recorder::new("a", Events::ALL);
+    let (b, journal_b) = Recorder::new("b", Events::ALL);
+    let weir = Setup::new(&origin)
+        .module("a", a)
+        .module("b", b)
+        .listeners(&[Some(&["a"])])
+        .route("/r/b-only", Some(&["b"]))
+        .route("/r/listener", None)
+        .start()
+        .await;
+
+    // A route naming `b` runs b only, from the first event on.
+    assert_eq!(weir.get("/r/b-only").await.text(), "routed");
+    journal_b.take_transaction().await;
+    // A route without its own list runs the listener's (a).
+    assert_eq!(weir.get("/r/listener").await.text(), "routed");
+    journal_a.take_transaction().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let requests = |j: &Journal| {
+        j.entries()
+            .iter()
+            .filter(|(n, _)| n == "request_headers")
+            .count()
+    };
+    assert_eq!(requests(&journal_a), 0, "a ran on b's route");
+    assert_eq!(requests(&journal_b), 0, "b ran on the listener's route");
+    weir.stop().await;
+}
+
+/// Asks for the whole body and reverses it; counts its body calls.
+#[derive(Default)]
+struct Reverser {
+    calls: AtomicUsize,
+    not_last: AtomicUsize,
+}
+
+impl Module for Reverser {
+    fn name(&self) -> &str {
+        "reverser"
+    }
+
+    fn events(&self) -> Events {
+        Events::of(&[Event::ResponseHeaders, Event::ResponseBody])
+    }
+
+    fn on_response_headers<'a>(&'a self, txn: &'a mut Txn, _r: &'a mut ResponseHead) -> Flow<'a> {
+        txn.whole_body();
+        Flow::Continue
+    }
+
+    fn on_response_body<'a>(&'a self, _txn: &'a mut Txn, chunk: &'a mut BodyChunk) -> Flow<'a> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if !chunk.last {
+            self.not_last.fetch_add(1, Ordering::SeqCst);
+        }
+        let mut data = chunk.data.to_vec();
+        data.reverse();
+        chunk.data = Bytes::from(data);
+        Flow::Continue
+    }
+}
+
+#[tokio::test]
+async fn a_module_may_ask_for_the_whole_body() {
+    let origin = TestOrigin::start();
+    // Under the 64 KiB limit set below: handed over whole. Over it: passes unchanged.
+    let under = letters(30_000);
+    origin.route(
+        "/whole",
+        Reply::ok(under.clone()).chunked().cc("max-age=60"),
+    );
+    let over = letters(100_000);
+    origin.route("/over", Reply::ok(over.clone()).chunked().cc("max-age=60"));
+    let reverser = Arc::new(Reverser::default());
+    let weir = Setup::new(&origin)
+        .module("reverser", Shared(reverser.clone()))
+        .extra("[limits]\nmodule_body = \"64KiB\"\n")
+        .start()
+        .await;
+
+    let mut reversed = under.clone();
+    reversed.reverse();
+    let r = weir.get("/whole").await;
+    assert!(r.body == reversed, "the whole body, reversed at once");
+    assert_eq!(
+        reverser.calls.load(Ordering::SeqCst),
+        1,
+        "one call for the whole body"
+    );
+    assert_eq!(reverser.not_last.load(Ordering::SeqCst), 0);
+    let hit = weir.get("/whole").await;
+    assert!(
+        is_hit(&hit.cache_status()) && hit.body == reversed,
+        "stored transformed"
+    );
+
+    let r = weir.get("/over").await;
+    assert!(
+        r.body == over,
+        "a body over the limit passes through unchanged"
+    );
+    assert_eq!(
+        reverser.calls.load(Ordering::SeqCst),
+        1,
+        "not called for it"
+    );
+    weir.stop().await;
+}
+
 /// Counts `on_log` calls, and those that saw the log field it adds at request
 /// headers; answers `/answered` itself.
 #[derive(Default)]
@@ -1302,6 +1447,12 @@ impl<M: Module> Module for Shared<M> {
     }
     fn on_request_headers<'a>(&'a self, txn: &'a mut Txn, r: &'a mut RequestHead) -> Flow<'a> {
         self.0.on_request_headers(txn, r)
+    }
+    fn on_response_headers<'a>(&'a self, txn: &'a mut Txn, r: &'a mut ResponseHead) -> Flow<'a> {
+        self.0.on_response_headers(txn, r)
+    }
+    fn on_response_body<'a>(&'a self, txn: &'a mut Txn, c: &'a mut BodyChunk) -> Flow<'a> {
+        self.0.on_response_body(txn, c)
     }
     fn on_log(&self, txn: &Txn) {
         self.0.on_log(txn)

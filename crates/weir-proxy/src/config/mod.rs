@@ -212,6 +212,10 @@ pub struct RouteConfig {
     pub path_prefix: String,
     /// Origin to send matching requests to.
     pub origin: String,
+    /// Which modules (by name, in `[[module]]` order) apply to requests this route
+    /// matches; absent: the listener's.
+    #[serde(default)]
+    pub modules: Option<Vec<String>>,
 }
 
 /// `[cache]`
@@ -244,6 +248,9 @@ pub struct LimitsConfig {
     pub max_request_header: ByteSize,
     /// Largest request body; larger gets 413.
     pub max_request_body: ByteSize,
+    /// Largest body a module may ask to receive whole (`Txn::whole_body`); a larger
+    /// one passes through unchanged.
+    pub module_body: ByteSize,
 }
 
 impl Default for LimitsConfig {
@@ -251,6 +258,7 @@ impl Default for LimitsConfig {
         LimitsConfig {
             max_request_header: ByteSize(32 << 10),
             max_request_body: ByteSize(1 << 30),
+            module_body: ByteSize(16 << 20),
         }
     }
 }

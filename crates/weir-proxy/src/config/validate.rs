@@ -78,6 +78,14 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
                     "an empty host matches nothing; leave `host` out to match any host".into(),
                 );
             }
+            for (k, name) in route.modules.iter().flatten().enumerate() {
+                if !config.module.iter().any(|module| module.name == *name) {
+                    report(
+                        vec![at.clone().key("modules").index(k)],
+                        format!("no [[module]] named `{name}`"),
+                    );
+                }
+            }
         }
         for (k, name) in listener.modules.iter().flatten().enumerate() {
             if !config.module.iter().any(|module| module.name == *name) {
