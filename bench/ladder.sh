@@ -49,6 +49,9 @@
 #   SIZES     cached object sizes, space or comma separated: N, Nk or Nm (default "1k 16k")
 #   DELAY_MS  origin delay of a miss, in ms (default 20)
 #   VARIANTS  rungs to run, in run order (default "a b c d e")
+#   ORDER     fixed: every round runs VARIANTS in that order (default); rotate:
+#             round 2 starts with the second rung, round 3 with the third, ...
+#             (a rung's place in the round then changes, so it does not bias it)
 #   BUILD     1 builds both binaries first (default 1); 0 uses them as they are
 #   CONNS     wrk connections for hits (default 64)
 #   MISS_CONNS  wrk connections for misses (default 8)
@@ -77,6 +80,7 @@ RUNS="${RUNS:-3}"
 SIZES="${SIZES:-1k 16k}"
 DELAY_MS="${DELAY_MS:-20}"
 VARIANTS="${VARIANTS:-a b c d e}"
+ORDER="${ORDER:-fixed}"
 BUILD="${BUILD:-1}"
 CONNS="${CONNS:-64}"
 MISS_CONNS="${MISS_CONNS:-8}"
@@ -100,6 +104,7 @@ done
 for s in "${SIZE_LIST[@]}"; do size_bytes "$s" >/dev/null; done
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "RUNS must be a positive integer"
 [[ "$DELAY_MS" =~ ^[0-9]+$ ]] || die "DELAY_MS must be a whole number of milliseconds"
+case "$ORDER" in fixed|rotate) ;; *) die "ORDER must be fixed or rotate";; esac
 want() { local v; for v in "${VARIANT_LIST[@]}"; do [ "$v" = "$1" ] && return 0; done; return 1; }
 
 module_of() { # the [[module]] of a variant, or nothing
@@ -364,7 +369,7 @@ for v in "${VARIANT_LIST[@]}"; do cp "$TMP/weir-$v.toml" "$RAW/weir-$v.toml"; do
     fi
     echo "weir_commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none)"
     echo "weir_tree_changed_files=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | wc -l)"
-    echo "duration=$DURATION runs=$RUNS conns=$CONNS miss_conns=$MISS_CONNS sizes=${SIZE_LIST[*]} delay_ms=$DELAY_MS variants=${VARIANT_LIST[*]}"
+    echo "duration=$DURATION runs=$RUNS conns=$CONNS miss_conns=$MISS_CONNS sizes=${SIZE_LIST[*]} delay_ms=$DELAY_MS variants=${VARIANT_LIST[*]} order=$ORDER"
     echo "clk_tck=$CLK_TCK"
     echo "loadavg_before=$(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$RAW/env.txt"
@@ -420,11 +425,16 @@ measure() { # $1 = variant, $2 = test (hit-<size> or miss), $3 = run
 TESTS=()
 for s in "${SIZE_LIST[@]}"; do TESTS+=("hit-$s"); done
 TESTS+=(miss)
-log "rungs ${VARIANT_LIST[*]}; ${RUNS} rounds of ${DURATION} runs: hits (${SIZE_LIST[*]}, wrk -t1 -c$CONNS), misses (${DELAY_MS} ms origin, wrk -t1 -c$MISS_CONNS)"
+log "rungs ${VARIANT_LIST[*]} (order: $ORDER); ${RUNS} rounds of ${DURATION} runs: hits (${SIZE_LIST[*]}, wrk -t1 -c$CONNS), misses (${DELAY_MS} ms origin, wrk -t1 -c$MISS_CONNS)"
 for run in $(seq "$RUNS"); do
+    round=("${VARIANT_LIST[@]}")
+    if [ "$ORDER" = rotate ]; then
+        shift_by=$(( (run - 1) % ${#VARIANT_LIST[@]} ))
+        round=("${VARIANT_LIST[@]:shift_by}" "${VARIANT_LIST[@]:0:shift_by}")
+    fi
     for test in "${TESTS[@]}"; do
         if [ "$test" = miss ] && [ "$MISS_DIRECT" = 1 ]; then measure o miss "$run"; fi
-        for v in "${VARIANT_LIST[@]}"; do
+        for v in "${round[@]}"; do
             measure "$v" "$test" "$run"
         done
     done
@@ -458,7 +468,7 @@ awk -F'\t' -v order="${VARIANT_LIST[*]}" -v sizes="${SIZE_LIST[*]}" -v desc="$de
     NR > 1 {
         k = $1 SUBSEP $2
         rpc[k] = rpc[k] " " $7; wall[k] = wall[k] " " $8; p50[k] = p50[k] " " $9; p99[k] = p99[k] " " $10
-        byrun[$1, $2, $3] = $7; p50run[$1, $2, $3] = $9; runs[$3] = 1
+        byrun[$1, $2, $3] = $7; if ($3 + 0 > maxrun) maxrun = $3 + 0
         n[k]++; err[$1] += $11 + $12 + $13 + $14 + $15
     }
     END {
@@ -493,7 +503,7 @@ awk -F'\t' -v order="${VARIANT_LIST[*]}" -v sizes="${SIZE_LIST[*]}" -v desc="$de
         # The spread of the runs: the range of each rung, and its per-round ratio to rung a.
         print ""
         hdr = "| rung |"; sep = "| --- |"
-        for (s = 1; s <= ns; s++) { hdr = hdr " " S[s] " req/CPU-s, runs (spread) | " S[s] " vs (a), per round |"; sep = sep " --- | --- |" }
+        for (s = 1; s <= ns; s++) { hdr = hdr " " S[s] " req/CPU-s, runs (spread) | " S[s] " vs (a), rounds 1, 2, ... |"; sep = sep " --- | --- |" }
         hdr = hdr " miss p50, runs |"; sep = sep " --- |"
         print hdr; print sep
         for (i = 1; i <= nv; i++) {
@@ -503,15 +513,10 @@ awk -F'\t' -v order="${VARIANT_LIST[*]}" -v sizes="${SIZE_LIST[*]}" -v desc="$de
                 if (!n[k]) { line = line " | |"; continue }
                 m = median(rpc[k])
                 line = line " " thousands(lo(rpc[k])) "–" thousands(hi(rpc[k])) sprintf(" (%.1f%%)", m > 0 ? (hi(rpc[k]) - lo(rpc[k])) / m * 100 : 0) " |"
-                rr = ""
-                if (v != "a") for (r in runs) if ((v, t, r) in byrun && ("a", t, r) in byrun && byrun["a", t, r] > 0)
-                    rr = rr " " byrun[v, t, r] / byrun["a", t, r]
-                if (rr == "") line = line " |"
-                else {
-                    nr = sort(rr, R); cell = ""
-                    for (j = 1; j <= nr; j++) cell = cell (j > 1 ? ", " : "") pct(R[j])
-                    line = line " " cell " |"
-                }
+                cell = ""
+                if (v != "a") for (r = 1; r <= maxrun; r++) if ((v, t, r) in byrun && ("a", t, r) in byrun && byrun["a", t, r] > 0)
+                    cell = cell (cell == "" ? "" : ", ") pct(byrun[v, t, r] / byrun["a", t, r])
+                line = line " " cell " |"
             }
             k = v SUBSEP "miss"
             line = line " " (n[k] ? sprintf("%.2f–%.2f ms", lo(p50[k]) / 1000, hi(p50[k]) / 1000) : "") " |"

@@ -57,6 +57,10 @@ impl Txn {
     /// # Panics
     /// If the same module asks for two different types in one transaction.
     pub fn state<T: Default + Send + 'static>(&mut self) -> &mut T {
+        // Allocated on first use: most transactions of most modules keep no state.
+        if self.states.len() <= self.current {
+            self.states.resize_with(self.current + 1, || None);
+        }
         let slot = &mut self.states[self.current];
         slot.get_or_insert_with(|| Box::new(T::default()))
             .downcast_mut::<T>()
@@ -114,13 +118,12 @@ impl Txn {
 pub mod engine {
     use super::*;
 
-    /// A transaction for `modules` modules.
+    /// A transaction for `modules` modules (their states are made on first use).
     pub fn new_txn(client: SocketAddr, modules: usize) -> Txn {
-        let mut states = Vec::new();
-        states.resize_with(modules, || None);
+        let _ = modules;
         Txn {
             client,
-            states,
+            states: Vec::new(),
             current: 0,
             cache: CacheOverrides::default(),
             log_fields: Vec::new(),

@@ -60,6 +60,16 @@ impl ProxyBody {
         }
     }
 
+    /// The whole body, when it is already in memory (a hit, a reply, an error); the
+    /// body is left empty. `None` for a streamed body.
+    pub(crate) fn take_whole(&mut self) -> Option<Bytes> {
+        match &mut self.kind {
+            Kind::Empty => Some(Bytes::new()),
+            Kind::Full(b) => Some(b.take().unwrap_or_default()),
+            Kind::Stream(_) | Kind::Upstream(_) => None,
+        }
+    }
+
     pub(crate) fn attach(&mut self, record: Box<TxnRecord>, declared_len: Option<u64>) {
         self.record = Some(record);
         self.declared = declared_len;

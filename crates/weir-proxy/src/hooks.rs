@@ -18,6 +18,25 @@ use crate::service::Engine;
 /// deliver-body events run as the body streams; the log event when it ends).
 pub(crate) type TxnSlot = Arc<Mutex<Option<Box<ModTxn>>>>;
 
+/// Where the transaction's module context waits for the log event: held directly when
+/// no body event streams (hits: their body events ran at once), shared otherwise.
+pub(crate) enum TxnHold {
+    Owned(Box<ModTxn>),
+    Shared(TxnSlot),
+}
+
+impl TxnHold {
+    pub fn take(&mut self) -> Option<Box<ModTxn>> {
+        match self {
+            TxnHold::Shared(slot) => slot.lock().unwrap_or_else(|e| e.into_inner()).take(),
+            TxnHold::Owned(_) => match std::mem::replace(self, TxnHold::Shared(Arc::default())) {
+                TxnHold::Owned(t) => Some(t),
+                TxnHold::Shared(_) => None,
+            },
+        }
+    }
+}
+
 fn failed(module: String) -> ProxyError {
     ProxyError::new(
         StatusCode::INTERNAL_SERVER_ERROR,
@@ -333,6 +352,15 @@ pub(crate) fn hook_body(
         }
     });
     ProxyBody::stream(Box::pin(stream))
+}
+
+/// The error when a module fails on a body that was not sent yet.
+pub(crate) fn module_failed_in_body() -> ProxyError {
+    ProxyError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorKind::ModuleFailed,
+        "a module failed while transforming the body",
+    )
 }
 
 /// The response a module made.

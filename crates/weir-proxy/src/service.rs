@@ -14,6 +14,7 @@ use crate::body::{ProxyBody, ReadAheadError, RequestBody};
 use crate::config::{LimitsConfig, ListenMode};
 use crate::error::ProxyError;
 use crate::headers::{self, MaxForwards};
+use crate::hooks::TxnHold;
 use crate::metrics::{CacheOutcome, ErrorKind, Metrics};
 use crate::modules::ModTxn;
 use crate::route::Router;
@@ -170,7 +171,7 @@ async fn deliver(
     mut txn: Box<ModTxn>,
     response: Response<ProxyBody>,
     origin_body: bool,
-) -> (Response<ProxyBody>, crate::hooks::TxnSlot) {
+) -> (Response<ProxyBody>, TxnHold) {
     let (mut head, body) = response.into_parts();
     let response = match crate::hooks::response_headers(
         engine,
@@ -201,28 +202,38 @@ async fn deliver(
             r
         }
     };
-    let slot: crate::hooks::TxnSlot = Arc::new(std::sync::Mutex::new(Some(txn)));
     const BOTH: &[Event] = &[Event::ResponseBody, Event::DeliverBody];
     const DELIVER: &[Event] = &[Event::DeliverBody];
-    let events = if origin_body && txn_wants(&slot, Event::ResponseBody) {
+    let events = if origin_body && txn.wants(Event::ResponseBody) {
         BOTH
     } else {
         DELIVER
     };
-    if events.iter().any(|&e| txn_wants(&slot, e)) {
-        let (head, body) = response.into_parts();
-        let declared = headers::content_length(&head.headers);
-        let body = crate::hooks::hook_body(engine.clone(), body, events, slot.clone(), declared);
-        return (Response::from_parts(head, body), slot);
+    if !events.iter().any(|&e| txn.wants(e)) {
+        return (response, TxnHold::Owned(txn));
     }
-    (response, slot)
-}
-
-fn txn_wants(slot: &crate::hooks::TxnSlot, event: Event) -> bool {
-    slot.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .is_some_and(|t| t.wants(event))
+    let (head, mut body) = response.into_parts();
+    if let Some(whole) = body.take_whole() {
+        // The body is in memory (a hit): its body events run once, now, with no
+        // stream to wrap it in.
+        let mut stage = crate::hooks::BodyStage::new(engine.limits.module_body.0);
+        let response = match stage.feed(engine, &mut txn, events, whole, true).await {
+            Ok(data) => Response::from_parts(head, ProxyBody::full(data)),
+            Err(()) => {
+                let e = crate::hooks::module_failed_in_body();
+                engine.metrics.error(ErrorKind::ModuleFailed);
+                let mut r = e.into_response();
+                let module_error = HeaderValue::from_static("weir; detail=module-error");
+                set_cache_status(r.headers_mut(), module_error);
+                r
+            }
+        };
+        return (response, TxnHold::Owned(txn));
+    }
+    let slot: crate::hooks::TxnSlot = Arc::new(std::sync::Mutex::new(Some(txn)));
+    let declared = headers::content_length(&head.headers);
+    let body = crate::hooks::hook_body(engine.clone(), body, events, slot.clone(), declared);
+    (Response::from_parts(head, body), TxnHold::Shared(slot))
 }
 
 /// Adds our `Cache-Status` entry after those of caches nearer the origin (RFC 9211 §2).
@@ -705,11 +716,11 @@ pub(crate) struct TxnRecord {
     /// The body failed mid-way (origin cut it).
     pub body_failed: bool,
     /// The modules' view of the transaction, for the log event.
-    txn: Option<crate::hooks::TxnSlot>,
+    txn: Option<TxnHold>,
 }
 
 impl TxnRecord {
-    pub(crate) fn finish(&self, bytes_out: u64) {
+    pub(crate) fn finish(&mut self, bytes_out: u64) {
         let elapsed = self.start.elapsed();
         let m = &self.engine.metrics;
         let outcome = if self.body_failed {
@@ -722,10 +733,7 @@ impl TxnRecord {
             self.outcome
         };
         m.request_done(self.mode, outcome, elapsed, self.bytes_in, bytes_out);
-        let mut txn = self
-            .txn
-            .as_ref()
-            .and_then(|slot| slot.lock().unwrap_or_else(|e| e.into_inner()).take());
+        let mut txn = self.txn.as_mut().and_then(TxnHold::take);
         if let Some(t) = txn.as_deref_mut() {
             let ModTxn { chain, txn } = t;
             chain.log(txn, m);
