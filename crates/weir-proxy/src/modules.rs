@@ -137,6 +137,11 @@ pub(crate) struct ListenerChains {
 }
 
 impl ListenerChains {
+    /// Whether some route has modules of its own (else the route need not be found).
+    pub fn by_route(&self) -> bool {
+        self.routes.iter().any(Option::is_some)
+    }
+
     /// The chain for a request that matched route `route` (`None`: no route, or a
     /// forward listener).
     pub fn for_route(&self, route: Option<usize>) -> &Arc<ModuleChain> {

@@ -105,14 +105,19 @@ pub(crate) async fn handle(
         let chains = engine.modules.load();
         // A route's modules apply from the first event, so the route is found from the
         // request as received (modules do not re-route it).
-        let route = conn.listener.router.as_ref().and_then(|r| {
-            let host = req
-                .headers()
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .or(req.uri().authority().map(|a| a.as_str()));
-            r.route_index(host, req.uri().path())
-        });
+        let route = conn
+            .listener
+            .router
+            .as_ref()
+            .filter(|_| chains.by_route())
+            .and_then(|r| {
+                let host = req
+                    .headers()
+                    .get(header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .or(req.uri().authority().map(|a| a.as_str()));
+                r.route_index(host, req.uri().path())
+            });
         chains.for_route(route).new_txn(conn.client)
     };
     let served = match transact(&engine, &conn, req, &mut txn).await {
