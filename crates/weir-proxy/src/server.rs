@@ -13,7 +13,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::access_log::AccessLog;
-use crate::config::{Config, ConfigError, ListenMode};
+use crate::config::{Config, ConfigError, ListenMode, Scheduler};
 use crate::framing::FramingGuard;
 use crate::metrics::Metrics;
 use crate::route::Router;
@@ -133,7 +133,10 @@ impl Server {
             closed: Notify::new(),
         });
         let http = Arc::new(http_builder(&config));
-        let workers = Arc::new(Workers::start(config.server.worker_count())?);
+        let workers = Arc::new(Workers::start(
+            config.server.worker_count(),
+            config.server.scheduler,
+        )?);
         let mut accept_tasks = Vec::new();
         let mut engines = Vec::new();
         let mut addrs = Vec::new();
@@ -306,13 +309,26 @@ struct Worker {
 }
 
 impl Workers {
-    fn start(count: usize) -> Result<Workers, StartError> {
-        let mut workers = Vec::with_capacity(count);
-        for i in 0..count {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| StartError(format!("cannot start worker {i}: {e}")))?;
+    fn start(count: usize, scheduler: Scheduler) -> Result<Workers, StartError> {
+        // Work stealing: one runtime whose `count` threads share the connections.
+        // Per core: `count` single-threaded runtimes, each keeping its connections.
+        let runtimes = match scheduler {
+            Scheduler::WorkStealing => 1,
+            Scheduler::PerCore => count,
+        };
+        let mut workers = Vec::with_capacity(runtimes);
+        for i in 0..runtimes {
+            let runtime = match scheduler {
+                Scheduler::WorkStealing => tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(count)
+                    .thread_name("weir-worker")
+                    .enable_all()
+                    .build(),
+                Scheduler::PerCore => tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build(),
+            }
+            .map_err(|e| StartError(format!("cannot start worker {i}: {e}")))?;
             let handle = runtime.handle().clone();
             let (exit, exited) = tokio::sync::oneshot::channel::<()>();
             let thread = std::thread::Builder::new()
