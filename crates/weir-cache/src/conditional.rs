@@ -32,7 +32,7 @@ pub fn not_modified(status: StatusCode, response: &HeaderMap, request: &HeaderMa
 }
 
 /// Weak comparison (RFC 9110 §8.8.3.2): the same opaque tag, `W/` ignored.
-fn weak_eq(a: &str, b: &str) -> bool {
+pub(crate) fn weak_eq(a: &str, b: &str) -> bool {
     a.trim_start_matches("W/") == b.trim_start_matches("W/")
 }
 

@@ -18,6 +18,6 @@ mod storage;
 pub use cache::{Cache, CacheSettings, Lookup};
 pub use coalesce::{Coalescer, Flight, FlightReader, Join};
 pub use key::CacheKey;
-pub use object::CachedObject;
+pub use object::{vary_names, CachedObject};
 pub use policy::{Freshness, StoragePolicy};
 pub use storage::{MemoryStorage, Storage, StoredItem};

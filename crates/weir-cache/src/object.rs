@@ -110,7 +110,7 @@ impl CachedObject {
     ) -> Option<CachedObject> {
         let new = &not_modified.headers;
         let agrees = match (text(new, header::ETAG), text(&self.headers, header::ETAG)) {
-            (Some(a), Some(b)) => a.trim_start_matches("W/") == b.trim_start_matches("W/"),
+            (Some(a), Some(b)) => crate::conditional::weak_eq(a, b),
             (Some(_), None) => false,
             (None, _) => match (
                 text(new, header::LAST_MODIFIED),
@@ -144,7 +144,8 @@ fn text(h: &HeaderMap, name: HeaderName) -> Option<&str> {
     h.get(name).and_then(|v| v.to_str().ok()).map(str::trim)
 }
 
-fn vary_names(headers: &HeaderMap) -> Vec<HeaderName> {
+/// The request headers a response varies on (its `Vary` names, lowercase, once each).
+pub fn vary_names(headers: &HeaderMap) -> Vec<HeaderName> {
     let mut names = Vec::new();
     for v in headers.get_all(header::VARY) {
         let Ok(s) = v.to_str() else { continue };

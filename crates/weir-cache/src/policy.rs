@@ -64,11 +64,6 @@ impl StoragePolicy {
         self
     }
 
-    /// The same policy, fresh for `ttl` from `now` (zero: stale at once).
-    pub fn expiring(&self, now: SystemTime, ttl: Duration) -> StoragePolicy {
-        self.clone().with_time_to_live(now, ttl)
-    }
-
     /// May this response be stored by a shared cache?
     pub fn is_storable(&self) -> bool {
         self.inner.is_storable()

@@ -89,7 +89,6 @@ pub(crate) async fn serve(
         key = key.with_module_variant(variant);
     }
     let now = SystemTime::now();
-    let only_if_cached = request_directive(&parts.headers, "only-if-cached");
     let found = engine.cache.lookup(&key, &parts, now);
     if txn.as_ref().is_some_and(|t| t.wants(Event::CacheLookup)) {
         let seen = match &found {
@@ -108,14 +107,16 @@ pub(crate) async fn serve(
         Lookup::Stale(object) => Some(object),
         Lookup::Miss => None,
     };
-    if only_if_cached {
+    // Only a request that cannot be answered from a fresh copy needs this directive.
+    if request_directive(&parts.headers, "only-if-cached") {
         return Err(ProxyError {
             status: StatusCode::GATEWAY_TIMEOUT,
             kind: None,
             reason: "not in the cache, and the request says only-if-cached".into(),
             close: false,
-            detail: Some("only-if-cached"),
-        });
+            detail: None,
+        }
+        .with_detail(ONLY_IF_CACHED));
     }
     if parts.method == Method::HEAD {
         // HEAD responses are not stored; forward it as it is.
@@ -190,6 +191,8 @@ const HIT: HeaderValue = HeaderValue::from_static("weir; hit");
 
 /// The `Cache-Status` detail of a failure caused by a module.
 pub(crate) const MODULE_ERROR: &str = "module-error";
+/// The `Cache-Status` detail of a miss refused by `only-if-cached`.
+pub(crate) const ONLY_IF_CACHED: &str = "only-if-cached";
 
 fn strip_body(parts: &request::Parts) -> request::Parts {
     let mut r = http::Request::new(());
@@ -422,7 +425,7 @@ impl Fetch {
             self.stop_sharing();
         }
         let vary = parts.headers.contains_key(header::VARY).then(|| {
-            let names = vary_names(&parts.headers);
+            let names = weir_cache::vary_names(&parts.headers);
             let leader = self.key.variant(&names, &self.request.headers);
             (names, leader)
         });
@@ -547,12 +550,11 @@ impl Fetch {
         if let Some(kind) = e.kind {
             self.engine.metrics.error(kind);
         }
-        let detail = (e.kind == Some(ErrorKind::ModuleFailed)).then_some(MODULE_ERROR);
         self.flight
             .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
                 status: e.status,
                 reason: e.reason,
-                detail,
+                detail: e.detail,
             })));
         self.end(false)
     }
@@ -566,21 +568,6 @@ impl Fetch {
         self.engine.flights.leave(&self.key, &self.flight);
         self.flight.finish(ok);
     }
-}
-
-fn vary_names(headers: &HeaderMap) -> Vec<http::HeaderName> {
-    let mut names = Vec::new();
-    for v in headers.get_all(header::VARY) {
-        let Ok(s) = v.to_str() else { continue };
-        for n in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            if let Ok(name) = http::HeaderName::from_bytes(n.to_ascii_lowercase().as_bytes()) {
-                if !names.contains(&name) {
-                    names.push(name);
-                }
-            }
-        }
-    }
-    names
 }
 
 fn concat(chunks: Vec<Bytes>) -> Bytes {

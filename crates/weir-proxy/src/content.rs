@@ -149,10 +149,9 @@ impl ContentManager for EngineContent {
     fn set_expiry(&self, url: &str, ttl: Duration) -> Result<(), ContentError> {
         let (_, key) = parse(url)?;
         let now = SystemTime::now();
-        match self
-            .cache
-            .update(&key, |o| o.with_policy(o.policy.expiring(now, ttl)))
-        {
+        match self.cache.update(&key, |o| {
+            o.with_policy(o.policy.clone().with_time_to_live(now, ttl))
+        }) {
             0 => Err(ContentError::NotFound),
             _ => Ok(()),
         }

@@ -29,6 +29,12 @@ impl ProxyError {
         }
     }
 
+    /// With the `detail` of its `Cache-Status` (e.g. `only-if-cached`).
+    pub fn with_detail(mut self, detail: &'static str) -> Self {
+        self.detail = Some(detail);
+        self
+    }
+
     pub fn closing(mut self) -> Self {
         self.close = true;
         self

@@ -43,6 +43,7 @@ fn failed(module: String) -> ProxyError {
         ErrorKind::ModuleFailed,
         format!("module `{module}` failed while handling this request"),
     )
+    .with_detail(crate::cached::MODULE_ERROR)
 }
 
 fn decide(hook: Hook) -> Result<Option<Reply>, ProxyError> {
@@ -361,6 +362,7 @@ pub(crate) fn module_failed_in_body() -> ProxyError {
         ErrorKind::ModuleFailed,
         "a module failed while transforming the body",
     )
+    .with_detail(crate::cached::MODULE_ERROR)
 }
 
 /// The response a module made.

@@ -195,17 +195,7 @@ async fn deliver(
             );
             r
         }
-        Err(e) => {
-            if let Some(kind) = e.kind {
-                engine.metrics.error(kind);
-            }
-            let mut r = e.into_response();
-            set_cache_status(
-                r.headers_mut(),
-                HeaderValue::from_static("weir; detail=module-error"),
-            );
-            r
-        }
+        Err(e) => refusal(&engine.metrics, e),
     };
     const BOTH: &[Event] = &[Event::ResponseBody, Event::DeliverBody];
     const DELIVER: &[Event] = &[Event::DeliverBody];
@@ -224,14 +214,7 @@ async fn deliver(
         let mut stage = crate::hooks::BodyStage::new(engine.limits.module_body.0);
         let response = match stage.feed(engine, &mut txn, events, whole, true).await {
             Ok(data) => Response::from_parts(head, ProxyBody::full(data)),
-            Err(()) => {
-                let e = crate::hooks::module_failed_in_body();
-                engine.metrics.error(ErrorKind::ModuleFailed);
-                let mut r = e.into_response();
-                let module_error = HeaderValue::from_static("weir; detail=module-error");
-                set_cache_status(r.headers_mut(), module_error);
-                r
-            }
+            Err(()) => refusal(&engine.metrics, crate::hooks::module_failed_in_body()),
         };
         return (response, TxnHold::Owned(txn));
     }
@@ -257,22 +240,28 @@ fn set_cache_status(headers: &mut header::HeaderMap, ours: HeaderValue) {
 
 pub(crate) const CACHE_STATUS: header::HeaderName = header::HeaderName::from_static("cache-status");
 
+/// An error met at delivery: counted, answered, with its `Cache-Status`.
+fn refusal(metrics: &Metrics, e: ProxyError) -> Response<ProxyBody> {
+    let Served {
+        mut response,
+        cache_status,
+        ..
+    } = error_served(metrics, e);
+    set_cache_status(response.headers_mut(), cache_status);
+    response
+}
+
 fn error_served(metrics: &Metrics, e: ProxyError) -> Served {
     if let Some(kind) = e.kind {
         metrics.error(kind);
     }
     let denied = e.status.is_client_error();
-    let cache_status = if denied {
-        HeaderValue::from_static("weir; detail=refused")
-    } else if e.detail == Some("only-if-cached") {
-        HeaderValue::from_static("weir; detail=only-if-cached")
-    } else if e.kind == Some(ErrorKind::ModuleFailed)
-        || e.detail == Some(crate::cached::MODULE_ERROR)
-    {
-        HeaderValue::from_static("weir; detail=module-error")
-    } else {
-        HeaderValue::from_static("weir; fwd=miss; detail=origin-error")
-    };
+    let cache_status = HeaderValue::from_static(match e.detail {
+        _ if denied => "weir; detail=refused",
+        Some(crate::cached::ONLY_IF_CACHED) => "weir; detail=only-if-cached",
+        Some(crate::cached::MODULE_ERROR) => "weir; detail=module-error",
+        _ => "weir; fwd=miss; detail=origin-error",
+    });
     Served {
         response: e.into_response(),
         outcome: if denied {
