@@ -12,17 +12,7 @@
 //! origin was asked.
 #![cfg(feature = "modules")]
 
-// The origin server and clients of the binary's test harness (`origin.rs` finds
-// `reply.rs` as its sibling, `super::reply`).
-#[allow(dead_code, unused_imports, unused_macros)]
-#[path = "../../weir/tests/common/client.rs"]
-mod client;
-#[allow(dead_code)]
-#[path = "../../weir/tests/common/origin.rs"]
-mod origin;
-#[allow(dead_code)]
-#[path = "../../weir/tests/common/reply.rs"]
-mod reply;
+mod support;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -30,18 +20,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use client::{cs_has, is_hit, metric, proxied_client, send, Fetched};
-use origin::TestOrigin;
-use reply::{pattern, Reply};
+use support::client::{cs_has, is_hit, metric, proxied_client, send, Fetched};
+use support::origin::TestOrigin;
+use support::reply::{pattern, Reply};
+use support::SOON;
 use weir_api::http::{HeaderMap, HeaderValue, StatusCode};
 use weir_api::{
     BytesBody, ContentError, Decision, Event, Events, Flow, Module, ModuleContext, ModuleFactory,
     ObjectInfo, RequestHead, Settings, SettingsError, Txn,
 };
 use weir_proxy::{Config, Server};
-
-/// How long a test waits for something that should happen at once.
-const SOON: Duration = Duration::from_secs(5);
 
 // ---------------------------------------------------------------------------------
 // The harness: a forward proxy in this process, with modules built here.
@@ -138,7 +126,7 @@ impl Weir {
     /// The text of the admin listener's `/metrics`.
     async fn metrics(&self) -> String {
         let url = format!("http://{}/metrics", self.admin);
-        let m = send(&client::direct_client(), "GET", &url, &[], None).await;
+        let m = send(&support::client::direct_client(), "GET", &url, &[], None).await;
         assert_eq!(m.status, StatusCode::OK, "{}", m.text());
         m.text()
     }

@@ -4,35 +4,23 @@
 //! asserts what the client saw and how often the origin was asked.
 #![cfg(feature = "modules")]
 
-// The origin server and clients of the binary's test harness (`origin.rs` finds
-// `reply.rs` as its sibling, `super::reply`).
-#[allow(dead_code, unused_imports, unused_macros)]
-#[path = "../../weir/tests/common/client.rs"]
-mod client;
-#[allow(dead_code)]
-#[path = "../../weir/tests/common/origin.rs"]
-mod origin;
-#[allow(dead_code)]
-#[path = "../../weir/tests/common/reply.rs"]
-mod reply;
+mod support;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use client::{cs_has, direct_client, is_hit, metric, send, Fetched};
-use origin::TestOrigin;
-use reply::{pattern, Reply};
+use support::client::{cs_has, direct_client, is_hit, metric, send, Fetched};
+use support::eventually;
+use support::origin::TestOrigin;
+use support::reply::{pattern, Reply};
 use weir_api::http::{HeaderName, HeaderValue, StatusCode};
 use weir_api::{
     BodyChunk, Bytes, CacheLookup, Decision, Event, Events, Flow, Module, ModuleFactory,
     RequestHead, ResponseHead, Settings, SettingsError, Txn,
 };
 use weir_proxy::{Config, Server};
-
-/// How long a test waits for something that should happen at once (a log event).
-const SOON: Duration = Duration::from_secs(5);
 
 // ---------------------------------------------------------------------------------
 // The harness: a proxy in this process, configured with modules built here.
@@ -230,15 +218,6 @@ impl Weir {
     async fn stop(self) {
         drop(self.client);
         self.server.shutdown().await;
-    }
-}
-
-/// Polls `cond` every 10 ms until it holds, or panics after [`SOON`] saying `what`.
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + SOON;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 

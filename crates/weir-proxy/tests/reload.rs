@@ -5,35 +5,23 @@
 //! test asserts what the client saw and how often the origin was asked.
 #![cfg(feature = "modules")]
 
-// The origin server and clients of the binary's test harness (`origin.rs` finds
-// `reply.rs` as its sibling, `super::reply`).
-#[allow(dead_code, unused_imports, unused_macros)]
-#[path = "../../weir/tests/common/client.rs"]
-mod client;
-#[allow(dead_code)]
-#[path = "../../weir/tests/common/origin.rs"]
-mod origin;
-#[allow(dead_code)]
-#[path = "../../weir/tests/common/reply.rs"]
-mod reply;
+mod support;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use client::{direct_client, metric, send, Fetched};
-use origin::TestOrigin;
-use reply::Reply;
+use support::client::{direct_client, metric, send, Fetched};
+use support::origin::TestOrigin;
+use support::reply::Reply;
+use support::{eventually, SOON};
 use weir_api::http::{HeaderValue, StatusCode};
 use weir_api::{
     Decision, Event, Events, Flow, Module, ModuleContext, ModuleFactory, RequestHead, ResponseHead,
     Settings, SettingsError, Timer, Txn,
 };
 use weir_proxy::{Config, Server};
-
-/// How long a test waits for something that should happen at once.
-const SOON: Duration = Duration::from_secs(5);
 
 /// The name configurations are parsed under (it appears in errors).
 const FILE: &str = "reload-test.toml";
@@ -166,15 +154,6 @@ impl Weir {
     async fn stop(self) {
         drop(self.client);
         self.server.shutdown().await;
-    }
-}
-
-/// Polls `cond` every 10 ms until it holds, or panics after [`SOON`] saying `what`.
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + SOON;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
