@@ -29,7 +29,7 @@ use weir_api::{
     BytesBody, ContentError, Decision, Event, Events, Flow, Module, ModuleContext, ModuleFactory,
     ObjectInfo, RequestHead, Settings, SettingsError, Txn,
 };
-use weir_proxy::{Config, Server};
+use weir_proxy::Server;
 
 // ---------------------------------------------------------------------------------
 // The harness: a forward proxy in this process, with modules built here.
@@ -67,34 +67,30 @@ struct Weir {
     client: reqwest::Client,
 }
 
-fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("find a free port")
-}
-
 /// Starts a forward proxy (and an admin listener) with `factories`, one
 /// `[[module]]` each, writing its access log to `access_log` when given.
 async fn start(factories: Vec<Factory>, access_log: Option<&PathBuf>) -> Weir {
-    let admin = free_addr();
     let log = access_log.map_or("off".to_string(), |p| p.display().to_string());
-    let mut text = format!(
-        "[server]\nworkers = 1\n\n[admin]\nlisten = \"{admin}\"\n\n[log]\naccess = {log:?}\n\n\
+    let names: Vec<&'static str> = factories.iter().map(|f| f.name).collect();
+    let text_for = |admin: Option<SocketAddr>| {
+        let admin = admin.expect("an admin listener");
+        let mut text = format!(
+            "[server]\nworkers = 1\n\n[admin]\nlisten = \"{admin}\"\n\n[log]\naccess = {log:?}\n\n\
          [timeouts]\nshutdown_grace = \"1s\"\n\n\
          [[listen]]\naddr = \"127.0.0.1:0\"\nmode = \"forward\"\n\n"
-    );
-    for f in &factories {
-        text.push_str(&format!("[[module]]\nname = {:?}\n\n", f.name));
-    }
-    let config = Config::parse(&text, "content-test.toml")
-        .unwrap_or_else(|e| panic!("{e}\nconfiguration:\n{text}"));
+        );
+        for name in &names {
+            text.push_str(&format!("[[module]]\nname = {name:?}\n\n"));
+        }
+        text
+    };
     let factories: Vec<Box<dyn ModuleFactory>> = factories
         .into_iter()
         .map(|f| Box::new(f) as Box<dyn ModuleFactory>)
         .collect();
-    let server = Server::start_with_modules(config, &factories)
-        .await
-        .unwrap_or_else(|e| panic!("start: {e}\nconfiguration:\n{text}"));
+    let (server, admin, _) =
+        support::start_server("content-test.toml", true, text_for, &factories).await;
+    let admin = admin.expect("an admin listener");
     let addr = server.local_addrs()[0];
     Weir {
         server,
@@ -603,7 +599,7 @@ async fn content_errors_are_reported() {
     assert_eq!(origin.count("/private"), 2);
 
     // An origin nobody listens on.
-    let dead = format!("http://127.0.0.1:{}/dead", free_addr().port());
+    let dead = format!("http://127.0.0.1:{}/dead", support::free_addr().port());
     let answer = weir.control("fetch", &dead, &[]).await;
     assert!(answer.starts_with("error=Origin("), "{answer}");
     weir.stop().await;

@@ -20,7 +20,7 @@ use weir_api::{
     BodyChunk, Bytes, CacheLookup, Decision, Event, Events, Flow, Module, ModuleFactory,
     RequestHead, ResponseHead, Settings, SettingsError, Txn,
 };
-use weir_proxy::{Config, Server};
+use weir_proxy::Server;
 
 // ---------------------------------------------------------------------------------
 // The harness: a proxy in this process, configured with modules built here.
@@ -150,22 +150,23 @@ impl Setup {
     }
 
     async fn start(self) -> Weir {
-        let admin = self.admin.then(|| {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("find a free port")
-        });
-        let text = self.config_text(admin);
-        let config = Config::parse(&text, "modules-test.toml")
-            .unwrap_or_else(|e| panic!("{e}\nconfiguration:\n{text}"));
         let factories: Vec<Box<dyn ModuleFactory>> = self
             .modules
-            .into_iter()
-            .map(|(name, module, _)| Box::new(Prebuilt { name, module }) as Box<dyn ModuleFactory>)
+            .iter()
+            .map(|(name, module, _)| {
+                Box::new(Prebuilt {
+                    name,
+                    module: module.clone(),
+                }) as Box<dyn ModuleFactory>
+            })
             .collect();
-        let server = Server::start_with_modules(config, &factories)
-            .await
-            .unwrap_or_else(|e| panic!("start: {e}\nconfiguration:\n{text}"));
+        let (server, admin, _) = support::start_server(
+            "modules-test.toml",
+            self.admin,
+            |admin| self.config_text(admin),
+            &factories,
+        )
+        .await;
         let addrs = server.local_addrs().to_vec();
         Weir {
             server,

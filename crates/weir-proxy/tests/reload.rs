@@ -98,15 +98,14 @@ struct Weir {
 }
 
 async fn start(origin: &TestOrigin, factories: Vec<Box<dyn ModuleFactory>>, tail: &str) -> Weir {
-    let admin = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("find a free port");
-    let head = head(&origin.base(), admin);
-    let text = format!("{head}{tail}");
-    let config = Config::parse(&text, FILE).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let server = Server::start_with_modules(config, &factories)
-        .await
-        .unwrap_or_else(|e| panic!("start: {e}\n{text}"));
+    let base = origin.base();
+    let text_for = |admin: Option<SocketAddr>| {
+        let admin = admin.expect("an admin listener");
+        format!("{}{tail}", head(&base, admin))
+    };
+    let (server, admin, text) = support::start_server(FILE, true, text_for, &factories).await;
+    let admin = admin.expect("an admin listener");
+    let head = text.strip_suffix(tail).unwrap_or(&text).to_string();
     let addr = server.local_addrs()[0];
     Weir {
         server,
