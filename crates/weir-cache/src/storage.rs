@@ -58,6 +58,10 @@ pub trait Storage: Send + Sync + 'static {
     fn size_bytes(&self) -> u64;
     /// Number of items stored.
     fn item_count(&self) -> u64;
+    /// Calls `visit` with every stored key and the invalidation tags of the object under
+    /// it (none for a variant list). For purges by prefix or tag, which are rare: it may
+    /// walk the whole tier.
+    fn for_each(&self, visit: &mut dyn FnMut(&CacheKey, &[String]));
 }
 
 /// The memory tier: a concurrent map bounded by total weight, with TinyLFU admission
@@ -99,5 +103,14 @@ impl Storage for MemoryStorage {
     fn item_count(&self) -> u64 {
         self.map.run_pending_tasks();
         self.map.entry_count()
+    }
+
+    fn for_each(&self, visit: &mut dyn FnMut(&CacheKey, &[String])) {
+        for (key, item) in self.map.iter() {
+            match &item {
+                StoredItem::Object(o) => visit(&key, &o.tags),
+                StoredItem::Variants(_) => visit(&key, &[]),
+            }
+        }
     }
 }
