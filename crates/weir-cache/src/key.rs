@@ -64,6 +64,16 @@ impl CacheKey {
         self.0.split('\0').next().unwrap_or("")
     }
 
+    /// The whole key as stored (variant values separated by NUL).
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// A key read back from the disk tier.
+    pub(crate) fn from_stored(s: String) -> CacheKey {
+        CacheKey(s.into())
+    }
+
     /// Bytes used by the key, for memory accounting.
     pub fn len(&self) -> usize {
         self.0.len()

@@ -7,17 +7,23 @@
 //! share one origin fetch, and hands complete responses to [`Cache::store`].
 #![deny(missing_docs)]
 
+mod body;
 mod cache;
 mod coalesce;
 pub mod conditional;
+mod disk;
 mod key;
 mod object;
 mod policy;
+mod stale;
 mod storage;
 
+pub use body::{Body, BodyReader, FileBody};
 pub use cache::{Cache, CacheSettings, Lookup};
 pub use coalesce::{Coalescer, Flight, FlightReader, Join};
+pub use disk::{DiskSettings, DiskStats};
 pub use key::CacheKey;
 pub use object::{vary_names, CachedObject};
 pub use policy::{Freshness, StoragePolicy};
+pub use stale::StaleUse;
 pub use storage::{MemoryStorage, Storage, StoredItem};

@@ -2,9 +2,9 @@
 
 use std::time::SystemTime;
 
-use bytes::Bytes;
 use http::{header, request, response, HeaderMap, HeaderName, StatusCode};
 
+use crate::body::Body;
 use crate::policy::{self, Freshness, StoragePolicy};
 
 /// Fixed bookkeeping cost of one object in the memory tier (maps, policy, Arcs), so
@@ -12,14 +12,14 @@ use crate::policy::{self, Freshness, StoragePolicy};
 const OVERHEAD: usize = 512;
 
 /// A complete response held by the cache. Immutable: a validation makes a new one.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct CachedObject {
     /// The stored status.
     pub status: StatusCode,
     /// The stored response headers (hop-by-hop headers already removed).
     pub headers: HeaderMap,
-    /// The whole body.
-    pub body: Bytes,
+    /// The body, in memory or in a file of the disk tier.
+    pub body: Body,
     /// How long it may be reused.
     pub policy: StoragePolicy,
     /// The request headers it varies on (from `Vary`), lowercase.
@@ -31,13 +31,21 @@ pub struct CachedObject {
 
 impl CachedObject {
     /// A stored response. `headers` must already be free of hop-by-hop fields.
-    pub fn new(status: StatusCode, headers: HeaderMap, body: Bytes, policy: StoragePolicy) -> Self {
+    pub fn new(
+        status: StatusCode,
+        headers: HeaderMap,
+        body: impl Into<Body>,
+        policy: StoragePolicy,
+    ) -> Self {
+        let body = body.into();
         let vary = vary_names(&headers);
         let header_bytes: usize = headers
             .iter()
             .map(|(k, v)| k.as_str().len() + v.len() + 32)
             .sum();
-        let weight = (body.len() + 2 * header_bytes + OVERHEAD).min(u32::MAX as usize) as u32;
+        // A body in a file costs the memory tier nothing but its handle.
+        let body_bytes = body.in_memory().map_or(0, |b| b.len());
+        let weight = (body_bytes + 2 * header_bytes + OVERHEAD).min(u32::MAX as usize) as u32;
         CachedObject {
             status,
             headers,

@@ -20,7 +20,7 @@ pub enum Freshness {
 }
 
 /// The storage and freshness policy of one stored response.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct StoragePolicy {
     inner: CachePolicy,
     /// Fresh until this instant, for requests without their own cache directives.
@@ -94,6 +94,11 @@ impl StoragePolicy {
     /// The value of the `Age` header to send now.
     pub fn age(&self, now: SystemTime) -> Duration {
         self.inner.age(now)
+    }
+
+    /// How long the response has been stale (zero while it is fresh).
+    pub fn staleness(&self, now: SystemTime) -> Duration {
+        now.duration_since(self.fresh_until).unwrap_or_default()
     }
 
     /// How much longer the response is fresh.

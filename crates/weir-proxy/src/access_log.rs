@@ -215,6 +215,10 @@ fn squid_code(outcome: CacheOutcome, status: u16) -> &'static str {
         CacheOutcome::RefreshModified => "TCP_REFRESH_MODIFIED",
         // Squid's collapsed forwarding reports requests that joined another fetch as hits.
         CacheOutcome::Collapsed => "TCP_HIT",
+        // Squid's code for a stale copy served because the refresh failed; a copy served
+        // while it is refreshed is a hit as far as the client is concerned.
+        CacheOutcome::StaleOnError => "TCP_REFRESH_FAIL_OLD",
+        CacheOutcome::StaleRevalidating => "TCP_HIT",
         CacheOutcome::Tunnel => "TCP_TUNNEL",
         CacheOutcome::Denied => "TCP_DENIED",
         CacheOutcome::Error if status == 0 => "TCP_MISS_ABORTED",

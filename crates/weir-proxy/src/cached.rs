@@ -6,7 +6,7 @@ use std::time::SystemTime;
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Response, StatusCode};
-use weir_cache::{CacheKey, CachedObject, FlightReader, Join, Lookup, StoragePolicy};
+use weir_cache::{CacheKey, CachedObject, FlightReader, Join, Lookup, StaleUse, StoragePolicy};
 
 use crate::body::{ProxyBody, RequestBody};
 use crate::error::ProxyError;
@@ -89,7 +89,10 @@ pub(crate) async fn serve(
         key = key.with_module_variant(variant);
     }
     let now = SystemTime::now();
-    let found = engine.cache.lookup(&key, &parts, now);
+    let mut found = engine.cache.lookup(&key, &parts, now);
+    if matches!(found, Lookup::Miss) && engine.cache.has_disk() {
+        found = engine.cache.lookup_disk(&key, &parts, now).await;
+    }
     if txn.as_ref().is_some_and(|t| t.wants(Event::CacheLookup)) {
         let seen = match &found {
             Lookup::Fresh(_) => CacheLookup::Fresh,
@@ -104,7 +107,20 @@ pub(crate) async fn serve(
         Lookup::Fresh(object) => {
             return Ok(serve_object(&object, &parts, now, CacheOutcome::Hit, HIT))
         }
-        Lookup::Stale(object) => Some(object),
+        Lookup::Stale(object) => {
+            let window = engine.cache.settings().stale_while_revalidate;
+            if object.may_serve_stale(&parts.headers, now, StaleUse::WhileRevalidate, window) {
+                revalidate_in_background(engine, &key, &parts, &target, txn, object.clone());
+                return Ok(serve_object(
+                    &object,
+                    &parts,
+                    now,
+                    CacheOutcome::StaleRevalidating,
+                    STALE_WHILE_REVALIDATE,
+                ));
+            }
+            Some(object)
+        }
         Lookup::Miss => None,
     };
     // Only a request that cannot be answered from a fresh copy needs this directive.
@@ -138,27 +154,7 @@ pub(crate) async fn serve(
     match engine.flights.join(&key, recheck) {
         Err(object) => Ok(serve_object(&object, &parts, now, CacheOutcome::Hit, HIT)),
         Ok(Join::Leader(flight, reader)) => {
-            let mut req = upstream_request(&parts, &target, RequestBody::Empty, true);
-            if let Some(object) = &stale {
-                object.add_validators(req.headers_mut());
-            }
-            // The fill may serve several clients: it has a transaction of its own, with
-            // the leader's cache overrides (see docs/modules.md).
-            let fill_txn = txn.as_ref().and_then(|t| {
-                let mut fill = t.chain.new_txn(t.txn.client_addr())?;
-                *fill.txn.cache() = t.txn.cache_overrides().clone();
-                Some(fill)
-            });
-            let fetch = Fetch {
-                engine: engine.clone(),
-                txn: fill_txn,
-                key,
-                flight,
-                request: strip_body(&parts),
-                origin: target.origin.clone(),
-                stale,
-            };
-            tokio::spawn(fetch.run(req));
+            start_fetch(engine, key, flight, &parts, &target, txn, stale);
             serve_flight(reader, &parts, &target.origin, false).await
         }
         Ok(Join::Follower(mut reader)) => {
@@ -188,6 +184,65 @@ pub(crate) async fn serve(
 }
 
 const HIT: HeaderValue = HeaderValue::from_static("weir; hit");
+const STALE_WHILE_REVALIDATE: HeaderValue =
+    HeaderValue::from_static("weir; hit; detail=stale-while-revalidate");
+
+/// Starts the origin fetch that feeds `flight`: a validation when there is a `stale`
+/// copy, else a plain fetch.
+fn start_fetch(
+    engine: &Arc<Engine>,
+    key: CacheKey,
+    flight: Arc<weir_cache::Flight<FlightHead>>,
+    parts: &request::Parts,
+    target: &Target,
+    txn: &Option<Box<ModTxn>>,
+    stale: Option<Arc<CachedObject>>,
+) {
+    let mut req = upstream_request(parts, target, RequestBody::Empty, true);
+    if let Some(object) = &stale {
+        object.add_validators(req.headers_mut());
+    }
+    // The fill may serve several clients: it has a transaction of its own, with the
+    // leader's cache overrides (see docs/modules.md).
+    let fill_txn = txn.as_ref().and_then(|t| {
+        let mut fill = t.chain.new_txn(t.txn.client_addr())?;
+        *fill.txn.cache() = t.txn.cache_overrides().clone();
+        Some(fill)
+    });
+    let fetch = Fetch {
+        engine: engine.clone(),
+        txn: fill_txn,
+        key,
+        flight,
+        request: strip_body(parts),
+        origin: target.origin.clone(),
+        stale,
+    };
+    tokio::spawn(fetch.run(req));
+}
+
+/// Validates a stale copy that was just served, unless a fetch of it is already under
+/// way (so a key is refreshed once, however many clients ask meanwhile).
+fn revalidate_in_background(
+    engine: &Arc<Engine>,
+    key: &CacheKey,
+    parts: &request::Parts,
+    target: &Target,
+    txn: &Option<Box<ModTxn>>,
+    stale: Arc<CachedObject>,
+) {
+    if let Ok(Join::Leader(flight, mut reader)) =
+        engine.flights.join(key, || None::<Arc<CachedObject>>)
+    {
+        start_fetch(engine, key.clone(), flight, parts, target, txn, Some(stale));
+        // A fetch stops when nobody reads it; this reader keeps it going to the end.
+        tokio::spawn(async move {
+            if reader.head().await.is_some() {
+                while let Some(Ok(_)) = reader.next_chunk().await {}
+            }
+        });
+    }
+}
 
 /// The `Cache-Status` detail of a failure caused by a module.
 pub(crate) const MODULE_ERROR: &str = "module-error";
@@ -221,7 +276,7 @@ fn serve_object(
         let body = if parts.method == Method::HEAD {
             ProxyBody::empty()
         } else {
-            ProxyBody::full(object.body.clone())
+            stored_body(&object.body)
         };
         let mut r = Response::new(body);
         *r.status_mut() = object.status;
@@ -297,6 +352,19 @@ async fn serve_flight(
     Ok(served(r))
 }
 
+/// A stored body as a response body: by reference from memory, streamed from a file.
+pub(crate) fn stored_body(body: &weir_cache::Body) -> ProxyBody {
+    if let Some(b) = body.in_memory() {
+        return ProxyBody::full(b.clone());
+    }
+    let stream = futures_util::stream::unfold(body.reader(), |mut r| async move {
+        r.next_chunk()
+            .await
+            .map(|c| (c.map_err(|e| e.to_string().into()), r))
+    });
+    ProxyBody::stream(Box::pin(stream))
+}
+
 fn client_conditional_matches(response: &HeaderMap, request: &HeaderMap) -> bool {
     weir_cache::conditional::not_modified(StatusCode::OK, response, request)
 }
@@ -337,6 +405,9 @@ impl Fetch {
                 if let Some(kind) = e.kind {
                     engine.metrics.error(kind);
                 }
+                if let Some(stale) = self.usable_on_error() {
+                    return self.serve_stale(&stale, None).await;
+                }
                 self.flight
                     .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
                         status: e.status,
@@ -369,6 +440,12 @@ impl Fetch {
                     ),
                 })));
             return self.end(false);
+        }
+        if is_server_error(parts.status) {
+            if let Some(stale) = self.usable_on_error() {
+                drop(body);
+                return self.serve_stale(&stale, Some(parts.status)).await;
+            }
         }
         headers::remove_hop_by_hop(&mut parts.headers);
         headers::append_via(&mut parts.headers, parts.version);
@@ -502,26 +579,67 @@ impl Fetch {
 
     /// The origin confirmed the stale copy: store the refreshed object, serve its body.
     async fn refreshed(self, object: CachedObject, now: SystemTime) {
-        let status = object.status;
-        let headers = object.response_headers(now);
-        let body = object.body.clone();
+        let object = Arc::new(object);
+        self.engine
+            .cache
+            .store(&self.key, &self.request, CachedObject::clone(&object));
+        let cache_status = HeaderValue::from_static("weir; fwd=stale; fwd-status=304");
+        self.publish_object(&object, now, CacheOutcome::RefreshUnmodified, cache_status)
+            .await
+    }
+
+    /// The stale copy when the origin failed and the copy may stand in for it.
+    fn usable_on_error(&self) -> Option<Arc<CachedObject>> {
+        let window = self.engine.cache.settings().stale_if_error;
+        let now = SystemTime::now();
+        self.stale
+            .clone()
+            .filter(|o| o.may_serve_stale(&self.request.headers, now, StaleUse::OnError, window))
+    }
+
+    /// Serves the stale copy instead of the origin's failure (stale-if-error).
+    async fn serve_stale(self, object: &CachedObject, origin_status: Option<StatusCode>) {
+        let cache_status = match origin_status {
+            Some(s) => HeaderValue::from_str(&format!(
+                "weir; hit; fwd=stale; fwd-status={}; detail=stale-if-error",
+                s.as_u16()
+            ))
+            .unwrap_or(HeaderValue::from_static("weir; hit; detail=stale-if-error")),
+            None => HeaderValue::from_static("weir; hit; fwd=stale; detail=stale-if-error"),
+        };
+        let now = SystemTime::now();
+        self.publish_object(object, now, CacheOutcome::StaleOnError, cache_status)
+            .await
+    }
+
+    /// Answers the flight's readers from a stored object.
+    async fn publish_object(
+        self,
+        object: &CachedObject,
+        now: SystemTime,
+        outcome: CacheOutcome,
+        cache_status: HeaderValue,
+    ) {
         // Followers are served this object only if they would have chosen its variant.
         let vary = (!object.vary.is_empty()).then(|| {
             let leader = self.key.variant(&object.vary, &self.request.headers);
             (object.vary.clone(), leader)
         });
-        self.engine.cache.store(&self.key, &self.request, object);
         self.flight
             .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
-                status,
-                headers,
+                status: object.status,
+                headers: object.response_headers(now),
                 shareable: true,
-                outcome: CacheOutcome::RefreshUnmodified,
-                cache_status: HeaderValue::from_static("weir; fwd=stale; fwd-status=304"),
+                outcome,
+                cache_status,
                 vary,
             })));
-        if !body.is_empty() {
-            self.flight.push(body).await;
+        let mut reader = object.body.reader();
+        while let Some(chunk) = reader.next_chunk().await {
+            match chunk {
+                Ok(c) => self.flight.push(c).await,
+                Err(_) => return self.end(false),
+            }
         }
         self.end(true)
     }
@@ -568,6 +686,11 @@ impl Fetch {
         self.engine.flights.leave(&self.key, &self.flight);
         self.flight.finish(ok);
     }
+}
+
+/// Origin answers that `stale-if-error` lets a stale copy replace (RFC 5861 §4).
+fn is_server_error(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 500 | 502 | 503 | 504)
 }
 
 fn concat(chunks: Vec<Bytes>) -> Bytes {

@@ -84,7 +84,7 @@ fn info_of(url: &str, object: &CachedObject, variants: usize) -> ObjectInfo {
         url: url.to_string(),
         status: object.status,
         headers: object.headers.clone(),
-        size: object.body.len() as u64,
+        size: object.body.len(),
         age: object.policy.age(now),
         time_to_live: object.policy.time_to_live(now),
         variants,
@@ -217,8 +217,23 @@ impl ContentManager for EngineContent {
         let first = objects.first().ok_or(ContentError::NotFound)?;
         Ok(StoredResponse {
             info: info_of(url, first, objects.len()),
-            body: BytesBody::boxed(first.body.clone()),
+            body: match first.body.in_memory() {
+                Some(b) => BytesBody::boxed(b.clone()),
+                None => Box::new(StoredBody(first.body.reader())),
+            },
         })
+    }
+}
+
+/// A body streamed from the disk tier, for modules. A damaged body ends early (the
+/// damage is logged and counted by the cache).
+struct StoredBody(weir_cache::BodyReader);
+
+impl weir_api::BodyReader for StoredBody {
+    fn next_chunk(
+        &mut self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Bytes>> + Send + '_>> {
+        Box::pin(async move { self.0.next_chunk().await.and_then(Result::ok) })
     }
 }
 
@@ -227,11 +242,10 @@ mod tests {
     use super::*;
 
     fn content() -> Arc<EngineContent> {
-        EngineContent::new(Arc::new(Cache::new(weir_cache::CacheSettings {
-            memory_bytes: 1 << 20,
-            max_object_bytes: 1 << 16,
-            heuristic_fraction: 0.1,
-        })))
+        EngineContent::new(Arc::new(Cache::new(weir_cache::CacheSettings::memory(
+            1 << 20,
+            1 << 16,
+        ))))
     }
 
     fn rt() -> tokio::runtime::Runtime {

@@ -32,6 +32,11 @@ pub enum CacheOutcome {
     Bypass,
     /// Served from another client's concurrent fetch of the same object.
     Collapsed,
+    /// Served from a stale copy while it is refreshed in the background
+    /// (stale-while-revalidate).
+    StaleRevalidating,
+    /// Served from a stale copy because the origin failed (stale-if-error).
+    StaleOnError,
     /// A CONNECT tunnel.
     Tunnel,
     /// Refused (access control, limits, malformed request).
@@ -42,13 +47,15 @@ pub enum CacheOutcome {
 
 impl CacheOutcome {
     /// All outcomes, in a fixed order (index = `self as usize`).
-    pub const ALL: [CacheOutcome; 9] = [
+    pub const ALL: [CacheOutcome; 11] = [
         CacheOutcome::Hit,
         CacheOutcome::Miss,
         CacheOutcome::RefreshUnmodified,
         CacheOutcome::RefreshModified,
         CacheOutcome::Bypass,
         CacheOutcome::Collapsed,
+        CacheOutcome::StaleRevalidating,
+        CacheOutcome::StaleOnError,
         CacheOutcome::Tunnel,
         CacheOutcome::Denied,
         CacheOutcome::Error,
@@ -63,6 +70,8 @@ impl CacheOutcome {
             CacheOutcome::RefreshModified => "refresh_modified",
             CacheOutcome::Bypass => "bypass",
             CacheOutcome::Collapsed => "collapsed",
+            CacheOutcome::StaleRevalidating => "stale_revalidating",
+            CacheOutcome::StaleOnError => "stale_on_error",
             CacheOutcome::Tunnel => "tunnel",
             CacheOutcome::Denied => "denied",
             CacheOutcome::Error => "error",
@@ -139,7 +148,18 @@ fn mode_index(mode: ListenMode) -> usize {
     }
 }
 
-type CacheSource = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
+/// The cache's figures, read when metrics are scraped.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CacheFigures {
+    /// Bytes charged in the memory tier.
+    pub memory_bytes: u64,
+    /// Objects (and variant lists) in the memory tier.
+    pub memory_objects: u64,
+    /// The disk tier's counters (all zero without one).
+    pub disk: weir_cache::DiskStats,
+}
+
+type CacheSource = Arc<dyn Fn() -> CacheFigures + Send + Sync>;
 
 /// The process's metrics. Hot-path methods neither allocate nor look labels up.
 pub struct Metrics {
@@ -213,15 +233,50 @@ impl Metrics {
         );
 
         let cache_source: Arc<Mutex<Option<CacheSource>>> = Arc::default();
-        let gauge = |pick| CacheGauge {
+        let figure = |pick, counter| CacheGauge {
             source: cache_source.clone(),
             pick,
+            counter,
         };
-        r.register("cache_bytes", "Bytes held by the cache", gauge(|(b, _)| b));
+        r.register(
+            "cache_bytes",
+            "Bytes held by the memory tier",
+            figure(|f| f.memory_bytes, false),
+        );
         r.register(
             "cache_objects",
-            "Objects held by the cache",
-            gauge(|(_, o)| o),
+            "Objects held by the memory tier",
+            figure(|f| f.memory_objects, false),
+        );
+        r.register(
+            "cache_disk_bytes",
+            "Bytes of the files in the disk tier",
+            figure(|f| f.disk.bytes, false),
+        );
+        r.register(
+            "cache_disk_entries",
+            "Entries in the disk tier",
+            figure(|f| f.disk.entries, false),
+        );
+        r.register(
+            "cache_disk_writes",
+            "Entries written to the disk tier",
+            figure(|f| f.disk.writes, true),
+        );
+        r.register(
+            "cache_disk_write_errors",
+            "Writes to the disk tier that failed (disk full, directory unwritable)",
+            figure(|f| f.disk.write_errors, true),
+        );
+        r.register(
+            "cache_disk_writes_dropped",
+            "Writes skipped because the disk writer was too far behind",
+            figure(|f| f.disk.writes_dropped, true),
+        );
+        r.register(
+            "cache_disk_damaged",
+            "Damaged disk entries found and dropped",
+            figure(|f| f.disk.damaged, true),
         );
 
         let module_failures = prometheus_client::metrics::family::Family::default();
@@ -315,7 +370,7 @@ impl Metrics {
     /// The current size of the cache, read when metrics are scraped.
     ///
     /// The closure returns `(bytes, objects)`. A later call replaces the earlier source.
-    pub fn set_cache_source(&self, source: Box<dyn Fn() -> (u64, u64) + Send + Sync>) {
+    pub fn set_cache_source(&self, source: Box<dyn Fn() -> CacheFigures + Send + Sync>) {
         *lock(&self.cache_source) = Some(Arc::from(source));
     }
 
@@ -462,7 +517,9 @@ impl EncodeMetric for AtomicHistogram {
 /// A gauge whose value is asked of the cache at scrape time.
 struct CacheGauge {
     source: Arc<Mutex<Option<CacheSource>>>,
-    pick: fn((u64, u64)) -> u64,
+    pick: fn(&CacheFigures) -> u64,
+    /// A running total (exposed as a counter) rather than a level.
+    counter: bool,
 }
 
 impl std::fmt::Debug for CacheGauge {
@@ -475,12 +532,20 @@ impl EncodeMetric for CacheGauge {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
         // Clone the source out so a slow closure does not hold the lock.
         let source = lock(&self.source).clone();
-        let value = source.map_or(0, |f| (self.pick)(f()));
-        encoder.encode_gauge(&value)
+        let value = source.map_or(0, |f| (self.pick)(&f()));
+        if self.counter {
+            encoder.encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&value, None)
+        } else {
+            encoder.encode_gauge(&value)
+        }
     }
 
     fn metric_type(&self) -> MetricType {
-        MetricType::Gauge
+        if self.counter {
+            MetricType::Counter
+        } else {
+            MetricType::Gauge
+        }
     }
 }
 
@@ -558,7 +623,11 @@ mod tests {
 
         let size = Arc::new(AtomicU64::new(100));
         let s = size.clone();
-        m.set_cache_source(Box::new(move || (s.load(Ordering::Relaxed), 7)));
+        m.set_cache_source(Box::new(move || CacheFigures {
+            memory_bytes: s.load(Ordering::Relaxed),
+            memory_objects: 7,
+            ..Default::default()
+        }));
         assert_values(&m.encode(), &[("weir_cache_bytes ", "100")]);
         size.store(4096, Ordering::Relaxed);
         let now = [("weir_cache_bytes ", "4096"), ("weir_cache_objects ", "7")];

@@ -52,6 +52,7 @@ pub struct Server {
     engines: Vec<(SocketAddr, Arc<Engine>)>,
     reload_requests: Option<tokio::sync::mpsc::Receiver<ReloadRequest>>,
     log: Option<Arc<AccessLog>>,
+    cache: Arc<weir_cache::Cache>,
     accept_tasks: Vec<JoinHandle<()>>,
     admin_task: Option<JoinHandle<()>>,
     stop: watch::Sender<bool>,
@@ -92,6 +93,16 @@ impl Server {
             memory_bytes: config.cache.memory.0,
             max_object_bytes: config.cache.max_object.0,
             heuristic_fraction: config.cache.heuristic_fraction,
+            max_memory_object_bytes: config.cache.max_memory_object.0,
+            disk: match &config.cache.disk {
+                crate::config::DiskConfig::Off => None,
+                crate::config::DiskConfig::On { path, size } => Some(weir_cache::DiskSettings {
+                    path: path.clone(),
+                    size_bytes: size.0,
+                }),
+            },
+            stale_while_revalidate: config.cache.stale_while_revalidate.0,
+            stale_if_error: config.cache.stale_if_error.0,
         }));
         let flights = Arc::new(weir_cache::Coalescer::new());
         let upstream = Upstream::new(&config.upstream, &config.timeouts, metrics.clone());
@@ -111,8 +122,12 @@ impl Server {
         };
         let weak = Arc::downgrade(&cache);
         metrics.set_cache_source(Box::new(move || match weak.upgrade() {
-            Some(c) => (c.size_bytes(), c.object_count()),
-            None => (0, 0),
+            Some(c) => crate::metrics::CacheFigures {
+                memory_bytes: c.size_bytes(),
+                memory_objects: c.object_count(),
+                disk: c.disk_stats().unwrap_or_default(),
+            },
+            None => Default::default(),
         }));
         let content = crate::content::EngineContent::new(cache.clone());
         let context = weir_api::ModuleContext::new(
@@ -193,6 +208,7 @@ impl Server {
             engines,
             reload_requests: Some(reload_rx),
             log,
+            cache,
             accept_tasks,
             admin_task,
             stop,
@@ -278,6 +294,9 @@ impl Server {
         if let Some(log) = &self.log {
             log.flush();
         }
+        // What was stored is on disk before the process exits, so a restart finds it.
+        let cache = self.cache.clone();
+        let _ = tokio::task::spawn_blocking(move || cache.flush()).await;
         self.workers.stop();
     }
 }

@@ -265,3 +265,62 @@ fn syntax_errors() {
     let e = Config::parse("[cache\nmemory = 1\n", "weir.toml").unwrap_err();
     assert_eq!(e.line, Some(1), "{e}");
 }
+
+#[test]
+fn disk_tier_settings() {
+    let c = parse("[cache]\ndisk = \"off\"\n");
+    assert_eq!(c.cache.disk, DiskConfig::Off);
+    let c = parse(
+        "[cache]\ndisk = { path = \"/var/cache/weir\", size = \"10GiB\" }\nmax_object = \"2GiB\"\n",
+    );
+    assert_eq!(
+        c.cache.disk,
+        DiskConfig::On {
+            path: "/var/cache/weir".into(),
+            size: ByteSize(10 << 30)
+        }
+    );
+    assert_eq!(
+        Config::default().cache.disk,
+        DiskConfig::On {
+            path: "weir-cache".into(),
+            size: ByteSize(1 << 30)
+        }
+    );
+    fails(
+        "[cache]\ndisk = \"on\"\n",
+        2,
+        "cache.disk",
+        "expected \"off\"",
+    );
+    fails(
+        "[cache]\n\ndisk = { path = \"d\" }\n",
+        3,
+        "cache.disk",
+        "expected \"off\"",
+    );
+    fails(
+        "[cache]\ndisk = { path = \"d\", size = 0 }\n",
+        2,
+        "cache.disk",
+        "greater than 0",
+    );
+    fails(
+        "[cache]\nmax_object = \"2GiB\"\ndisk = { path = \"d\", size = \"1GiB\" }\n",
+        2,
+        "cache.max_object",
+        "disk size",
+    );
+    fails(
+        "[cache]\nmax_memory_object = \"1GiB\"\n",
+        2,
+        "cache.max_memory_object",
+        "memory",
+    );
+    fails(
+        "[cache]\nstale_if_error = \"soon\"\n",
+        2,
+        "cache.stale_if_error",
+        "soon",
+    );
+}

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 
 use super::spans::KeyPath;
-use super::{Config, ListenMode, OriginUrl};
+use super::{Config, DiskConfig, ListenMode, OriginUrl};
 
 /// One semantic problem.
 #[derive(Debug)]
@@ -113,7 +113,7 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
             vec![KeyPath::top("cache").key("memory")],
             "must be greater than 0".into(),
         );
-    } else if cache.max_object > cache.memory {
+    } else if cache.max_object > cache.memory && cache.disk == DiskConfig::Off {
         report(
             vec![
                 KeyPath::top("cache").key("max_object"),
@@ -124,6 +124,35 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
                 cache.max_object.0, cache.memory.0
             ),
         );
+    }
+    if let DiskConfig::On { path, size } = &cache.disk {
+        let at = KeyPath::top("cache").key("disk");
+        if path.as_os_str().is_empty() {
+            report(vec![at.clone()], "`path` must not be empty".into());
+        }
+        if size.0 == 0 {
+            report(vec![at.clone()], "`size` must be greater than 0".into());
+        } else if cache.max_object > *size {
+            report(
+                vec![KeyPath::top("cache").key("max_object"), at],
+                format!(
+                    "max_object ({} bytes) must not exceed the disk size ({} bytes)",
+                    cache.max_object.0, size.0
+                ),
+            );
+        }
+        if cache.max_memory_object > cache.memory {
+            report(
+                vec![
+                    KeyPath::top("cache").key("max_memory_object"),
+                    KeyPath::top("cache").key("memory"),
+                ],
+                format!(
+                    "max_memory_object ({} bytes) must not exceed memory ({} bytes)",
+                    cache.max_memory_object.0, cache.memory.0
+                ),
+            );
+        }
     }
     if !(0.0..=1.0).contains(&cache.heuristic_fraction) {
         report(

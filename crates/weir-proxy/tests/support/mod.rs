@@ -47,8 +47,12 @@ pub async fn start_server(
         attempt += 1;
         let admin = admin.then(free_addr);
         let text = text_for(admin);
-        let config = weir_proxy::Config::parse(&text, file)
+        let mut config = weir_proxy::Config::parse(&text, file)
             .unwrap_or_else(|e| panic!("{e}\nconfiguration:\n{text}"));
+        // Tests share no disk: a disk tier only where a test asks for one.
+        if !text.contains("disk") {
+            config.cache.disk = weir_proxy::config::DiskConfig::Off;
+        }
         match weir_proxy::Server::start_with_modules(config, factories).await {
             Ok(server) => return (server, admin, text),
             Err(e) if attempt < 5 && e.to_string().contains("cannot listen") => continue,

@@ -30,6 +30,7 @@ fn toml_value(v: &str) -> String {
         || t == "true"
         || t == "false"
         || t.starts_with('[')
+        || t.starts_with('{')
         || t.starts_with('"')
     {
         t.to_string()
@@ -129,6 +130,11 @@ impl ProxyBuilder {
             log.push(("format".into(), format!("{format:?}")));
         } else if !log.iter().any(|(k, _)| k == "access") {
             log.push(("access".into(), "\"off\"".into()));
+        }
+        // Tests share no disk: a disk tier only where a test asks for one.
+        let cache = sections.entry("cache".into()).or_default();
+        if !cache.iter().any(|(k, _)| k == "disk") {
+            cache.push(("disk".into(), "\"off\"".into()));
         }
         let admin_section = sections.entry("admin".into()).or_default();
         if !admin_section.iter().any(|(k, _)| k == "listen") {

@@ -49,8 +49,11 @@ pub fn temp_dir(tag: &str) -> PathBuf {
 
 /// Runs `weir ARGS` to completion (killed after `timeout`) and returns its output.
 pub fn run_weir(args: &[&str], timeout: Duration) -> Output {
+    // A directory of its own, so that relative paths in defaults (the disk tier's
+    // `weir-cache`) never land in the source tree.
     let mut child = Command::new(WEIR)
         .args(args)
+        .current_dir(temp_dir("run"))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

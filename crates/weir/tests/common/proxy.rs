@@ -49,6 +49,7 @@ impl Proxy {
         let stdout = File::create(dir.join("stdout.log")).unwrap();
         let stderr = File::create(dir.join("stderr.log")).unwrap();
         let child = Command::new(WEIR)
+            .current_dir(&dir)
             .arg("run")
             .arg("--config")
             .arg(&config)

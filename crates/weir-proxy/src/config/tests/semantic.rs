@@ -79,19 +79,22 @@ fn duplicate_addresses() {
 #[test]
 fn cache_sizes() {
     fails("[cache]\nmemory = 0\n", 2, "cache.memory", "greater than 0");
+    // Without a disk tier, every object must fit in memory.
     fails(
-        "[cache]\nmemory = \"1MiB\"\nmax_object = \"2MiB\"\n",
-        3,
+        "[cache]\ndisk = \"off\"\nmemory = \"1MiB\"\nmax_object = \"2MiB\"\n",
+        4,
         "cache.max_object",
         "must not exceed memory",
     );
     // The default max_object (64MiB) is over a small memory: blame what was written.
     fails(
-        "[cache]\nmemory = \"1MiB\"\n",
-        2,
+        "[cache]\ndisk = \"off\"\nmemory = \"1MiB\"\n",
+        3,
         "cache.memory",
         "must not exceed memory",
     );
+    // With one, larger objects live on disk.
+    parse("[cache]\nmemory = \"1MiB\"\nmax_object = \"2MiB\"\n");
     parse("[cache]\nmemory = \"1MiB\"\nmax_object = \"1MiB\"\n");
 }
 

@@ -1,0 +1,188 @@
+//! Where a stored body lives: in memory, or in a file of the disk tier that is read as
+//! a stream so that a large body is never loaded whole.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::disk::DamageReport;
+
+/// Bytes read from a file per step. Large enough to amortise the thread hop of a
+/// blocking read, small enough that many concurrent readers stay cheap.
+const READ_CHUNK: usize = 256 << 10;
+
+/// A stored body.
+#[derive(Debug, Clone)]
+pub enum Body {
+    /// Held in memory; cloning it is a reference-count increment.
+    Memory(Bytes),
+    /// In a file of the disk tier.
+    File(FileBody),
+}
+
+impl Body {
+    /// Length in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            Body::Memory(b) => b.len() as u64,
+            Body::File(f) => f.len,
+        }
+    }
+
+    /// Whether it has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes, when they are in memory.
+    pub fn in_memory(&self) -> Option<&Bytes> {
+        match self {
+            Body::Memory(b) => Some(b),
+            Body::File(_) => None,
+        }
+    }
+
+    /// A reader that yields the body in chunks (one chunk when it is in memory).
+    pub fn reader(&self) -> BodyReader {
+        match self {
+            Body::Memory(b) => BodyReader {
+                source: Source::Memory(Some(b.clone())),
+            },
+            Body::File(f) => BodyReader {
+                source: Source::File {
+                    body: f.clone(),
+                    pos: 0,
+                    crc: crc32fast::Hasher::new(),
+                    done: false,
+                },
+            },
+        }
+    }
+}
+
+impl From<Bytes> for Body {
+    fn from(b: Bytes) -> Body {
+        Body::Memory(b)
+    }
+}
+
+/// A body in a file of the disk tier. The file is already open, so it stays readable
+/// even if the entry is evicted or replaced while a client is reading it.
+#[derive(Clone)]
+pub struct FileBody {
+    pub(crate) file: Arc<File>,
+    /// Where the body starts in the file.
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+    /// CRC-32 of the body as written; checked when the last byte has been read.
+    pub(crate) crc: u32,
+    /// Told when the body turns out to be damaged, so the entry is dropped.
+    pub(crate) damage: DamageReport,
+}
+
+impl std::fmt::Debug for FileBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileBody")
+            .field("offset", &self.offset)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl FileBody {
+    /// Reads `len` bytes at `pos` (relative to the body) on a blocking thread.
+    async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
+        let file = self.file.clone();
+        let at = self.offset + pos;
+        let read = move || {
+            let mut buf = BytesMut::zeroed(len);
+            file.read_exact_at(&mut buf, at)?;
+            Ok(buf.freeze())
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => h
+                .spawn_blocking(read)
+                .await
+                .unwrap_or_else(|e| Err(io::Error::other(e))),
+            Err(_) => read(),
+        }
+    }
+}
+
+enum Source {
+    Memory(Option<Bytes>),
+    File {
+        body: FileBody,
+        pos: u64,
+        crc: crc32fast::Hasher,
+        done: bool,
+    },
+}
+
+/// Yields a stored body chunk by chunk.
+///
+/// A file body's checksum is verified as it is read: when the last chunk does not
+/// match, that chunk is replaced by an error (so the client sees a response cut short,
+/// never a complete but corrupted one) and the entry is dropped from the disk tier.
+pub struct BodyReader {
+    source: Source,
+}
+
+impl BodyReader {
+    /// The next chunk, `None` at the end.
+    ///
+    /// Cancel safety: dropping the future loses nothing but the read in progress; the
+    /// next call reads the same chunk again.
+    pub async fn next_chunk(&mut self) -> Option<io::Result<Bytes>> {
+        match &mut self.source {
+            Source::Memory(b) => b.take().filter(|b| !b.is_empty()).map(Ok),
+            Source::File {
+                body,
+                pos,
+                crc,
+                done,
+            } => {
+                if *done || *pos >= body.len {
+                    if !*done {
+                        *done = true;
+                        return check(body, crc.clone().finalize());
+                    }
+                    return None;
+                }
+                let want = (body.len - *pos).min(READ_CHUNK as u64) as usize;
+                match body.read_at(*pos, want).await {
+                    Ok(chunk) => {
+                        *pos += chunk.len() as u64;
+                        crc.update(&chunk);
+                        if *pos >= body.len {
+                            *done = true;
+                            if let Some(Err(e)) = check(body, crc.clone().finalize()) {
+                                return Some(Err(e));
+                            }
+                        }
+                        Some(Ok(chunk))
+                    }
+                    Err(e) => {
+                        *done = true;
+                        body.damage.report("the body could not be read");
+                        Some(Err(e))
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn check(body: &FileBody, crc: u32) -> Option<io::Result<Bytes>> {
+    if crc == body.crc {
+        return None;
+    }
+    body.damage.report("the body does not match its checksum");
+    Some(Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        "stored body does not match its checksum",
+    )))
+}

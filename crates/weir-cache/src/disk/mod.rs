@@ -1,0 +1,429 @@
+//! The disk tier: one file per object under a directory, an in-memory index of what is
+//! there (key, file, size, tags; never headers or bodies), and a writer thread.
+//!
+//! The design follows nginx's proxy cache rather than a log-structured store: a file
+//! per object lets a large body be streamed from disk and lets a crash damage at most
+//! the file being written (written under a temporary name, then renamed into place).
+//! The index is rebuilt at startup by reading each file's header, so the cache
+//! survives restarts. Size is bounded by evicting the least recently used files.
+
+mod format;
+mod scan;
+mod writer;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use bytes::BytesMut;
+use http::{HeaderMap, HeaderName};
+
+use crate::body::{Body, FileBody};
+use crate::key::CacheKey;
+use crate::object::CachedObject;
+use crate::storage::VariantSet;
+
+pub(crate) use format::Damage;
+
+/// Where the disk tier lives and how large it may grow.
+#[derive(Debug, Clone)]
+pub struct DiskSettings {
+    /// The directory (created when missing).
+    pub path: PathBuf,
+    /// Total size of the files at most; least recently used ones are removed beyond it.
+    pub size_bytes: u64,
+}
+
+/// Counters of the disk tier, for metrics.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DiskStats {
+    /// Bytes of the entries indexed.
+    pub bytes: u64,
+    /// Entries indexed (objects and variant lists).
+    pub entries: u64,
+    /// Entries written.
+    pub writes: u64,
+    /// Writes that failed (disk full, directory unwritable).
+    pub write_errors: u64,
+    /// Writes skipped because the writer was too far behind.
+    pub writes_dropped: u64,
+    /// Entries found damaged (at startup or when read) and dropped.
+    pub damaged: u64,
+}
+
+#[derive(Clone)]
+enum Entry {
+    Object(Arc<EntryMeta>),
+    Variants(Arc<VariantSet>),
+}
+
+pub(crate) struct EntryMeta {
+    id: u64,
+    file_len: u64,
+    tags: Vec<String>,
+}
+
+struct Pending {
+    id: u64,
+    object: Arc<CachedObject>,
+}
+
+#[derive(Default)]
+struct Counters {
+    writes: AtomicU64,
+    write_errors: AtomicU64,
+    writes_dropped: AtomicU64,
+    damaged: AtomicU64,
+}
+
+pub(crate) struct Shared {
+    dir: PathBuf,
+    index: moka::sync::Cache<CacheKey, Entry>,
+    /// Writes queued or in progress, by key: the id and object of the newest. Lookups
+    /// find objects here until their file is complete. An invalidation removes the
+    /// key, and a write whose id is no longer here is thrown away rather than made
+    /// visible, so an invalidated response never comes back.
+    pending: Mutex<HashMap<CacheKey, Pending>>,
+    next_id: AtomicU64,
+    counters: Counters,
+    /// Whether the last write failed; failures are logged once per episode.
+    failing: AtomicBool,
+}
+
+/// The disk tier.
+pub(crate) struct DiskTier {
+    shared: Arc<Shared>,
+    writer: writer::Writer,
+}
+
+/// Reports a damaged entry found while its body was read.
+#[derive(Clone)]
+pub(crate) struct DamageReport {
+    shared: Weak<Shared>,
+    key: CacheKey,
+    id: u64,
+}
+
+impl DamageReport {
+    pub(crate) fn report(&self, reason: &str) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.drop_damaged(&self.key, self.id, reason);
+        }
+    }
+}
+
+impl DiskTier {
+    /// Opens the tier at `settings.path`, rebuilding the index from the files there.
+    /// A directory that cannot be used is logged; writes are retried later.
+    pub(crate) fn open(settings: &DiskSettings) -> DiskTier {
+        let dir = settings.path.clone();
+        let evict_dir = dir.clone();
+        let index = moka::sync::Cache::builder()
+            .max_capacity(settings.size_bytes)
+            .weigher(|k: &CacheKey, e: &Entry| {
+                let size = match e {
+                    Entry::Object(m) => m.file_len,
+                    Entry::Variants(v) => 64 * v.vary.len() as u64,
+                };
+                (size + k.len() as u64).min(u32::MAX as u64) as u32
+            })
+            // Every way out of the index (eviction, replacement, invalidation) removes
+            // the file: replacements are written to a new file, never over the old one.
+            .eviction_listener(move |_k, e: Entry, _cause| {
+                if let Entry::Object(m) = e {
+                    let _ = std::fs::remove_file(object_path(&evict_dir, m.id));
+                }
+            })
+            .build();
+        let shared = Arc::new(Shared {
+            dir,
+            index,
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            counters: Counters::default(),
+            failing: AtomicBool::new(false),
+        });
+        scan::rebuild(&shared);
+        let writer = writer::Writer::start(shared.clone());
+        DiskTier { shared, writer }
+    }
+
+    /// The entry `request_headers` selects for the URL key `key`: an object still
+    /// being written, or the key it is stored under and its file.
+    pub(crate) fn find(&self, key: &CacheKey, request_headers: &HeaderMap) -> Option<Found> {
+        let pending = |k: &CacheKey| {
+            self.shared
+                .pending()
+                .get(k)
+                .map(|p| Found::Writing(p.object.clone()))
+        };
+        if let Some(f) = pending(key) {
+            return Some(f);
+        }
+        match self.shared.index.get(key)? {
+            Entry::Object(meta) => Some(Found::Stored {
+                key: key.clone(),
+                meta,
+            }),
+            Entry::Variants(set) => {
+                let vkey = key.variant(&set.vary, request_headers);
+                if let Some(f) = pending(&vkey) {
+                    return Some(f);
+                }
+                match self.shared.index.get(&vkey)? {
+                    Entry::Object(meta) => Some(Found::Stored { key: vkey, meta }),
+                    Entry::Variants(_) => None,
+                }
+            }
+        }
+    }
+
+    /// Reads a found entry: its body too when it is at most `load_limit` bytes, else
+    /// an open file to stream it from. Runs on a blocking thread.
+    pub(crate) async fn read(&self, found: Found, load_limit: u64) -> Option<Arc<CachedObject>> {
+        let (key, id) = match found {
+            Found::Writing(object) => return Some(object),
+            Found::Stored { key, meta } => (key, meta.id),
+        };
+        let shared = self.shared.clone();
+        let read = {
+            let shared = Arc::downgrade(&shared);
+            let key = key.clone();
+            move || read_entry(shared, key, id, load_limit)
+        };
+        let result = match tokio::runtime::Handle::try_current() {
+            Ok(h) => h
+                .spawn_blocking(read)
+                .await
+                .unwrap_or_else(|e| Err(Damage::Bad(e.to_string()))),
+            Err(_) => read(),
+        };
+        match result {
+            Ok(object) => Some(Arc::new(object)),
+            Err(Damage::Gone) => None,
+            Err(Damage::Bad(reason)) => {
+                shared.drop_damaged(&key, id, &reason);
+                None
+            }
+        }
+    }
+
+    /// Queues `object` to be written under `key` (a variant of `base` when it varies).
+    /// Returns at once; the entry becomes visible when the file is complete.
+    pub(crate) fn write(&self, key: CacheKey, base: Option<CacheKey>, object: Arc<CachedObject>) {
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        self.shared.pending().insert(
+            key.clone(),
+            Pending {
+                id,
+                object: object.clone(),
+            },
+        );
+        if let Err(job) = self.writer.send(writer::Job {
+            id,
+            key,
+            base,
+            object,
+        }) {
+            self.shared.forget_pending(&job.key, id);
+            self.shared
+                .counters
+                .writes_dropped
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Removes `key`, its variants and its module variants, including writes in progress.
+    pub(crate) fn invalidate(&self, key: &CacheKey) {
+        let prefix = format!("{}\0", key.as_str());
+        self.shared
+            .pending()
+            .retain(|k, _| k != key && !k.as_str().starts_with(&prefix));
+        if let Some(Entry::Variants(set)) = self.shared.index.get(key) {
+            let keys = std::mem::take(&mut *lock(&set.keys));
+            for k in keys {
+                self.shared.index.invalidate(&k);
+            }
+        }
+        self.shared.index.invalidate(key);
+    }
+
+    /// Removes every entry (and write in progress) whose key and tags satisfy `pred`.
+    /// Returns how many objects were removed.
+    pub(crate) fn invalidate_where(&self, pred: &dyn Fn(&CacheKey, &[String]) -> bool) -> usize {
+        self.shared
+            .pending()
+            .retain(|k, p| !pred(k, &p.object.tags));
+        let mut doomed = Vec::new();
+        for (key, entry) in self.shared.index.iter() {
+            let tags: &[String] = match &entry {
+                Entry::Object(m) => &m.tags,
+                Entry::Variants(_) => &[],
+            };
+            if pred(&key, tags) {
+                doomed.push(((*key).clone(), matches!(entry, Entry::Object(_))));
+            }
+        }
+        for (key, _) in &doomed {
+            self.shared.index.invalidate(key);
+        }
+        doomed.iter().filter(|(_, object)| *object).count()
+    }
+
+    /// Calls `visit` with every indexed key and its tags.
+    pub(crate) fn for_each(&self, visit: &mut dyn FnMut(&CacheKey, &[String])) {
+        for (key, entry) in self.shared.index.iter() {
+            match &entry {
+                Entry::Object(m) => visit(&key, &m.tags),
+                Entry::Variants(_) => visit(&key, &[]),
+            }
+        }
+    }
+
+    /// Waits until every write queued so far is on disk (or has failed).
+    pub(crate) fn flush(&self) {
+        self.writer.flush();
+    }
+
+    pub(crate) fn stats(&self) -> DiskStats {
+        let s = &self.shared;
+        s.index.run_pending_tasks();
+        DiskStats {
+            bytes: s.index.weighted_size(),
+            entries: s.index.entry_count(),
+            writes: s.counters.writes.load(Ordering::Relaxed),
+            write_errors: s.counters.write_errors.load(Ordering::Relaxed),
+            writes_dropped: s.counters.writes_dropped.load(Ordering::Relaxed),
+            damaged: s.counters.damaged.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What a lookup selected.
+pub(crate) enum Found {
+    /// An object whose file is still being written.
+    Writing(Arc<CachedObject>),
+    /// A file, under the key the object is stored under (a variant key when it varies).
+    Stored { key: CacheKey, meta: Arc<EntryMeta> },
+}
+
+impl Shared {
+    fn pending(&self) -> MutexGuard<'_, HashMap<CacheKey, Pending>> {
+        lock(&self.pending)
+    }
+
+    /// Whether write `id` is still the one wanted for `key`.
+    fn is_pending(&self, key: &CacheKey, id: u64) -> bool {
+        self.pending().get(key).is_some_and(|p| p.id == id)
+    }
+
+    fn forget_pending(&self, key: &CacheKey, id: u64) {
+        let mut pending = self.pending();
+        if pending.get(key).is_some_and(|p| p.id == id) {
+            pending.remove(key);
+        }
+    }
+
+    fn drop_damaged(&self, key: &CacheKey, id: u64, reason: &str) {
+        self.counters.damaged.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(key = %key, file = %object_path(&self.dir, id).display(), "disk cache: damaged entry dropped: {reason}");
+        match self.index.get(key) {
+            Some(Entry::Object(m)) if m.id == id => self.index.invalidate(key),
+            // Not indexed (found at startup) or already replaced: only the file goes.
+            _ => {
+                let _ = std::fs::remove_file(object_path(&self.dir, id));
+            }
+        }
+    }
+
+    /// Makes a written file visible under `key`, replacing what was there, keeping the
+    /// URL's variant list (`base`, `vary`) consistent.
+    fn link(&self, key: CacheKey, base: Option<CacheKey>, vary: Vec<HeaderName>, meta: EntryMeta) {
+        let meta = Entry::Object(Arc::new(meta));
+        let Some(base) = base else {
+            if let Some(Entry::Variants(old)) = self.index.get(&key) {
+                for k in std::mem::take(&mut *lock(&old.keys)) {
+                    self.index.invalidate(&k);
+                }
+            }
+            self.index.insert(key, meta);
+            return;
+        };
+        let set = match self.index.get(&base) {
+            Some(Entry::Variants(set)) if set.vary == vary => set,
+            existing => {
+                if let Some(Entry::Variants(old)) = existing {
+                    for k in std::mem::take(&mut *lock(&old.keys)) {
+                        self.index.invalidate(&k);
+                    }
+                }
+                let set = Arc::new(VariantSet::new(vary));
+                self.index.insert(base, Entry::Variants(set.clone()));
+                set
+            }
+        };
+        {
+            let mut keys = lock(&set.keys);
+            if !keys.contains(&key) {
+                keys.push(key.clone());
+            }
+        }
+        self.index.insert(key, meta);
+    }
+}
+
+fn read_entry(
+    shared: Weak<Shared>,
+    key: CacheKey,
+    id: u64,
+    load_limit: u64,
+) -> Result<CachedObject, Damage> {
+    let dir = match shared.upgrade() {
+        Some(s) => s.dir.clone(),
+        None => return Err(Damage::Gone),
+    };
+    let mut file = File::open(object_path(&dir, id))?;
+    let file_len = file.metadata()?.len();
+    let (meta, body_at) = format::read_head(&mut file, file_len)?;
+    if meta.key != key.as_str() {
+        return Err(Damage::Bad("the file holds another key".into()));
+    }
+    let body = if meta.body_len <= load_limit {
+        use std::io::Read;
+        let mut buf = BytesMut::zeroed(meta.body_len as usize);
+        file.read_exact(&mut buf)?;
+        if crc32fast::hash(&buf) != meta.body_crc {
+            return Err(Damage::Bad("the body does not match its checksum".into()));
+        }
+        Body::Memory(buf.freeze())
+    } else {
+        Body::File(FileBody {
+            file: Arc::new(file),
+            offset: body_at,
+            len: meta.body_len,
+            crc: meta.body_crc,
+            damage: DamageReport { shared, key, id },
+        })
+    };
+    Ok(CachedObject::new(meta.status, meta.headers, body, meta.policy).with_tags(meta.tags))
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Where the file of entry `id` lives: spread over 256 subdirectories so that no
+/// directory grows huge.
+fn object_path(dir: &Path, id: u64) -> PathBuf {
+    dir.join(format!("{:02x}", id & 0xff))
+        .join(format!("{id:016x}"))
+}
+
+fn temp_dir(dir: &Path) -> PathBuf {
+    dir.join("tmp")
+}
+
+#[cfg(test)]
+mod tests;

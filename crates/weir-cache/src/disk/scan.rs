@@ -1,0 +1,95 @@
+//! Rebuilding the index from the files at startup.
+
+use std::fs::{self, File};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::format::{self, Damage};
+use super::{object_path, temp_dir, EntryMeta, Shared};
+use crate::key::CacheKey;
+
+/// Reads the header of every entry file under the directory and indexes the good
+/// ones, oldest first so that a newer file for the same key wins. Stray temporary
+/// files (a write cut short by a crash) and damaged files are removed.
+pub(super) fn rebuild(shared: &Shared) {
+    let started = Instant::now();
+    let dir = &shared.dir;
+    if let Err(e) = fs::create_dir_all(temp_dir(dir)) {
+        tracing::error!(dir = %dir.display(), "disk cache: cannot use the directory: {e}; storing will be retried");
+        return;
+    }
+    if let Ok(stray) = fs::read_dir(temp_dir(dir)) {
+        for f in stray.flatten() {
+            let _ = fs::remove_file(f.path());
+        }
+    }
+    let mut found = Vec::new();
+    let mut damaged = 0u64;
+    for sub in 0..=0xffu64 {
+        let Ok(files) = fs::read_dir(dir.join(format!("{sub:02x}"))) else {
+            continue;
+        };
+        for f in files.flatten() {
+            let Some(id) = f
+                .file_name()
+                .to_str()
+                .and_then(|n| u64::from_str_radix(n, 16).ok())
+                .filter(|id| id & 0xff == sub)
+            else {
+                continue;
+            };
+            match read_meta(shared, id) {
+                Ok(entry) => found.push(entry),
+                Err(Damage::Gone) => {}
+                Err(Damage::Bad(reason)) => {
+                    damaged += 1;
+                    tracing::warn!(file = %f.path().display(), "disk cache: damaged entry dropped: {reason}");
+                    let _ = fs::remove_file(f.path());
+                }
+            }
+        }
+    }
+    found.sort_by_key(|e| e.meta.id);
+    let max_id = found.last().map_or(0, |e| e.meta.id);
+    shared.next_id.store(max_id + 1, Ordering::Relaxed);
+    let count = found.len();
+    for e in found {
+        shared.link(e.key, e.base, e.vary, e.meta);
+    }
+    shared.index.run_pending_tasks();
+    shared
+        .counters
+        .damaged
+        .fetch_add(damaged, Ordering::Relaxed);
+    tracing::info!(
+        dir = %dir.display(),
+        entries = count,
+        bytes = shared.index.weighted_size(),
+        damaged,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "disk cache: index rebuilt"
+    );
+}
+
+struct Scanned {
+    key: CacheKey,
+    base: Option<CacheKey>,
+    vary: Vec<http::HeaderName>,
+    meta: EntryMeta,
+}
+
+fn read_meta(shared: &Shared, id: u64) -> Result<Scanned, Damage> {
+    let mut file = File::open(object_path(&shared.dir, id))?;
+    let file_len = file.metadata()?.len();
+    let (meta, _) = format::read_head(&mut file, file_len)?;
+    Ok(Scanned {
+        key: CacheKey::from_stored(meta.key),
+        base: meta.base.map(CacheKey::from_stored),
+        vary: crate::object::vary_names(&meta.headers),
+        meta: EntryMeta {
+            id,
+            file_len,
+            tags: meta.tags,
+        },
+    })
+}

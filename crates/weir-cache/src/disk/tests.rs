@@ -1,0 +1,279 @@
+//! The disk tier against a real directory.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::{request, response, HeaderMap, StatusCode};
+
+use crate::{
+    Body, Cache, CacheKey, CacheSettings, CachedObject, DiskSettings, Lookup, StoragePolicy,
+};
+
+fn temp_dir() -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "weir-disk-unit-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn cache(dir: &std::path::Path, memory_object: u64) -> Cache {
+    Cache::new(CacheSettings {
+        max_memory_object_bytes: memory_object,
+        disk: Some(DiskSettings {
+            path: dir.to_path_buf(),
+            size_bytes: 64 << 20,
+        }),
+        ..CacheSettings::memory(1 << 20, 8 << 20)
+    })
+}
+
+fn request(headers: &[(&str, &str)]) -> request::Parts {
+    let mut b = http::Request::get("http://h/x");
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    b.body(()).unwrap().into_parts().0
+}
+
+fn object(req: &request::Parts, body: &[u8], extra: &[(&str, &str)]) -> CachedObject {
+    let mut headers = HeaderMap::new();
+    headers.insert("cache-control", "max-age=600".parse().unwrap());
+    headers.insert("content-type", "text/plain".parse().unwrap());
+    for (k, v) in extra {
+        headers.insert(
+            http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            v.parse().unwrap(),
+        );
+    }
+    let mut r = http::Response::new(()).into_parts().0;
+    r.headers = headers.clone();
+    let parts: response::Parts = r;
+    let policy = StoragePolicy::new(req, &parts, SystemTime::now(), 0.1);
+    CachedObject::new(
+        StatusCode::OK,
+        headers,
+        Bytes::copy_from_slice(body),
+        policy,
+    )
+}
+
+fn key(path: &str) -> CacheKey {
+    CacheKey::for_url("http", "h", path)
+}
+
+async fn read_all(body: &Body) -> Result<Vec<u8>, std::io::Error> {
+    let mut r = body.reader();
+    let mut out = Vec::new();
+    while let Some(c) = r.next_chunk().await {
+        out.extend_from_slice(&c?);
+    }
+    Ok(out)
+}
+
+fn fresh(l: Lookup) -> std::sync::Arc<CachedObject> {
+    match l {
+        Lookup::Fresh(o) => o,
+        other => panic!("expected a fresh hit, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn survives_a_restart_and_streams_large_bodies() {
+    let dir = temp_dir();
+    let req = request(&[]);
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    {
+        let c = cache(&dir, 1 << 16);
+        assert!(c.store(&key("/small"), &req, object(&req, b"small body", &[])));
+        assert!(c.store(&key("/big"), &req, object(&req, &big, &[])));
+        c.flush();
+        assert_eq!(c.disk_stats().unwrap().writes, 2);
+        // Too large for the memory tier: on disk only.
+        assert!(matches!(
+            c.lookup(&key("/big"), &req, SystemTime::now()),
+            Lookup::Miss
+        ));
+    }
+    let c = cache(&dir, 1 << 16);
+    let now = SystemTime::now();
+    assert!(matches!(c.lookup(&key("/small"), &req, now), Lookup::Miss));
+    let small = fresh(c.lookup_disk(&key("/small"), &req, now).await);
+    assert_eq!(small.body.in_memory().unwrap().as_ref(), b"small body");
+    assert_eq!(small.headers["content-type"], "text/plain");
+    // Promoted: the next lookup is answered from memory.
+    assert!(matches!(
+        c.lookup(&key("/small"), &req, now),
+        Lookup::Fresh(_)
+    ));
+
+    let large = fresh(c.lookup_disk(&key("/big"), &req, now).await);
+    assert!(large.body.in_memory().is_none(), "a large body is streamed");
+    assert_eq!(read_all(&large.body).await.unwrap(), big);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn variants_survive_a_restart() {
+    let dir = temp_dir();
+    let gz = request(&[("accept-encoding", "gzip")]);
+    let plain = request(&[]);
+    {
+        let c = cache(&dir, 1 << 16);
+        let vary = [("vary", "accept-encoding")];
+        c.store(&key("/v"), &gz, object(&gz, b"zipped", &vary));
+        c.store(&key("/v"), &plain, object(&plain, b"plain", &vary));
+        c.flush();
+    }
+    let c = cache(&dir, 1 << 16);
+    let now = SystemTime::now();
+    let a = fresh(c.lookup_disk(&key("/v"), &gz, now).await);
+    let b = fresh(c.lookup_disk(&key("/v"), &plain, now).await);
+    assert_eq!(a.body.in_memory().unwrap().as_ref(), b"zipped");
+    assert_eq!(b.body.in_memory().unwrap().as_ref(), b"plain");
+    c.invalidate(&key("/v"));
+    assert!(matches!(
+        c.lookup_disk(&key("/v"), &gz, now).await,
+        Lookup::Miss
+    ));
+    assert!(matches!(
+        c.lookup_disk(&key("/v"), &plain, now).await,
+        Lookup::Miss
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn entry_files(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for sub in std::fs::read_dir(dir).unwrap().flatten() {
+        if sub.file_name() == "tmp" || !sub.path().is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(sub.path()).unwrap().flatten() {
+            files.push(f.path());
+        }
+    }
+    files
+}
+
+#[tokio::test]
+async fn damaged_entries_are_dropped_and_counted() {
+    let dir = temp_dir();
+    let req = request(&[]);
+    {
+        let c = cache(&dir, 1 << 16);
+        c.store(&key("/truncated"), &req, object(&req, &[b'a'; 5000], &[]));
+        c.store(&key("/flipped"), &req, object(&req, &[b'b'; 5000], &[]));
+        c.flush();
+    }
+    // A stray temporary file, as a crash mid-write leaves.
+    std::fs::write(dir.join("tmp").join("00000000000000ff"), b"partial").unwrap();
+    for f in entry_files(&dir) {
+        let data = std::fs::read(&f).unwrap();
+        let text = String::from_utf8_lossy(&data);
+        if text.contains("/truncated") {
+            std::fs::write(&f, &data[..data.len() - 10]).unwrap();
+        } else {
+            let mut data = data;
+            let n = data.len();
+            data[n - 100] ^= 0xff;
+            std::fs::write(&f, &data).unwrap();
+        }
+    }
+    let c = cache(&dir, 1 << 16);
+    // The truncated file is found by its size when the index is rebuilt.
+    assert_eq!(c.disk_stats().unwrap().damaged, 1);
+    assert_eq!(std::fs::read_dir(dir.join("tmp")).unwrap().count(), 0);
+    let now = SystemTime::now();
+    assert!(matches!(
+        c.lookup_disk(&key("/truncated"), &req, now).await,
+        Lookup::Miss
+    ));
+    // The flipped byte is found by the body's checksum when it is read.
+    assert!(matches!(
+        c.lookup_disk(&key("/flipped"), &req, now).await,
+        Lookup::Miss
+    ));
+    assert_eq!(c.disk_stats().unwrap().damaged, 2);
+    assert!(entry_files(&dir).is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_damaged_streamed_body_ends_in_an_error() {
+    let dir = temp_dir();
+    let req = request(&[]);
+    let big = vec![b'z'; 200_000];
+    {
+        let c = cache(&dir, 1024);
+        c.store(&key("/big"), &req, object(&req, &big, &[]));
+        c.flush();
+    }
+    let f = entry_files(&dir).pop().unwrap();
+    let mut data = std::fs::read(&f).unwrap();
+    let n = data.len();
+    data[n - 1] = b'y';
+    std::fs::write(&f, &data).unwrap();
+    let c = cache(&dir, 1024);
+    let o = fresh(c.lookup_disk(&key("/big"), &req, SystemTime::now()).await);
+    assert!(read_all(&o.body).await.is_err());
+    assert_eq!(c.disk_stats().unwrap().damaged, 1);
+    assert!(matches!(
+        c.lookup_disk(&key("/big"), &req, SystemTime::now()).await,
+        Lookup::Miss
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn an_unwritable_directory_is_counted_and_writes_resume() {
+    let dir = temp_dir();
+    let req = request(&[]);
+    let c = cache(&dir, 1 << 16);
+    // The directory is replaced by a file: every write fails.
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&dir, b"not a directory").unwrap();
+    c.store(&key("/a"), &req, object(&req, b"a", &[]));
+    c.flush();
+    let stats = c.disk_stats().unwrap();
+    assert_eq!((stats.writes, stats.write_errors), (0, 1));
+    // Still served from memory.
+    assert!(matches!(
+        c.lookup(&key("/a"), &req, SystemTime::now()),
+        Lookup::Fresh(_)
+    ));
+    std::fs::remove_file(&dir).unwrap();
+    c.store(&key("/b"), &req, object(&req, b"b", &[]));
+    c.flush();
+    assert_eq!(c.disk_stats().unwrap().writes, 1);
+    assert_eq!(entry_files(&dir).len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn invalidation_wins_over_a_queued_write_and_eviction_removes_files() {
+    let dir = temp_dir();
+    let req = request(&[]);
+    let c = cache(&dir, 1 << 16);
+    c.store(&key("/gone"), &req, object(&req, b"x", &[]));
+    c.invalidate(&key("/gone"));
+    c.flush();
+    assert!(matches!(
+        c.lookup_disk(&key("/gone"), &req, SystemTime::now()).await,
+        Lookup::Miss
+    ));
+    assert!(entry_files(&dir).is_empty());
+
+    // A replacement removes the old file.
+    c.store(&key("/r"), &req, object(&req, b"one", &[]));
+    c.flush();
+    c.store(&key("/r"), &req, object(&req, b"two", &[]));
+    c.flush();
+    assert_eq!(entry_files(&dir).len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
