@@ -1,11 +1,13 @@
 //! The cache facade: lookups that resolve Vary variants and freshness, stores, and
 //! invalidation.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
-use http::request;
+use http::{request, HeaderName};
 
+use crate::invalidation::{Invalidation, Invalidations, Ticket, RETAIN_AT_MOST, RETAIN_FOR};
 use crate::key::CacheKey;
 use crate::object::CachedObject;
 use crate::policy::Freshness;
@@ -20,6 +22,23 @@ pub struct CacheSettings {
     pub max_object_bytes: u64,
     /// Heuristic freshness as a fraction of the time since Last-Modified.
     pub heuristic_fraction: f32,
+    /// Response headers whose values become the stored object's invalidation tags
+    /// (lowercase names; see [`crate::DEFAULT_TAG_HEADERS`]).
+    pub tag_headers: Vec<HeaderName>,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        CacheSettings {
+            memory_bytes: 256 << 20,
+            max_object_bytes: 64 << 20,
+            heuristic_fraction: 0.1,
+            tag_headers: crate::tags::DEFAULT_TAG_HEADERS
+                .iter()
+                .map(|n| HeaderName::from_static(n))
+                .collect(),
+        }
+    }
 }
 
 /// What a lookup found.
@@ -33,11 +52,31 @@ pub enum Lookup {
     Miss,
 }
 
+/// Called with every invalidation, after it is recorded and before its objects are
+/// removed (the engine detaches fetches in flight that it applies to).
+pub type InvalidationListener = Box<dyn Fn(&Invalidation) + Send + Sync>;
+
 /// The HTTP cache.
 pub struct Cache {
-    storage: Box<dyn Storage>,
+    pub(crate) storage: Box<dyn Storage>,
     settings: CacheSettings,
+    pub(crate) invalidations: Invalidations,
+    /// The keys stored with a module's variant, by URL, so that invalidating a URL
+    /// reaches them without walking the whole cache. Stale keys are harmless (removing
+    /// a missing key does nothing) and are swept when the index grows.
+    pub(crate) module_variants: Mutex<ModuleVariants>,
+    pub(crate) listener: OnceLock<InvalidationListener>,
+    pub(crate) stats: crate::purge::Counters,
 }
+
+#[derive(Default)]
+pub(crate) struct ModuleVariants {
+    pub(crate) by_url: HashMap<Box<str>, Vec<CacheKey>>,
+    /// Swept when `by_url` reaches this many URLs.
+    sweep_at: usize,
+}
+
+const MODULE_VARIANT_SWEEP: usize = 4096;
 
 impl Cache {
     /// A cache with a memory tier sized by `settings`.
@@ -45,7 +84,23 @@ impl Cache {
         Cache {
             storage: Box::new(MemoryStorage::new(settings.memory_bytes)),
             settings,
+            invalidations: Invalidations::new(RETAIN_FOR, RETAIN_AT_MOST),
+            module_variants: Mutex::default(),
+            listener: OnceLock::new(),
+            stats: Default::default(),
         }
+    }
+
+    /// The invalidation sequence number now. A fetch takes one before it looks the
+    /// cache up and passes it to [`Cache::store`], which refuses its response if an
+    /// invalidation since then applies to it.
+    pub fn ticket(&self) -> Ticket {
+        self.invalidations.ticket()
+    }
+
+    /// Sets the function told of every invalidation (once; later calls are ignored).
+    pub fn on_invalidate(&self, listener: InvalidationListener) {
+        let _ = self.listener.set(listener);
     }
 
     /// The settings it was built with.
@@ -74,14 +129,30 @@ impl Cache {
     }
 
     /// Stores a complete response to `request` under the URL key `key`, as a variant
-    /// when it carries `Vary`. Returns whether it was stored.
-    pub fn store(&self, key: &CacheKey, request: &request::Parts, object: CachedObject) -> bool {
+    /// when it carries `Vary`, with the tags of its tag headers added to its own.
+    /// Returns whether it was stored: not when an invalidation since `ticket` applies
+    /// to it.
+    pub fn store(
+        &self,
+        key: &CacheKey,
+        request: &request::Parts,
+        object: CachedObject,
+        ticket: Ticket,
+    ) -> bool {
         if object.varies_on_everything()
             || object.body.len() as u64 > self.settings.max_object_bytes
         {
             return false;
         }
-        let object = Arc::new(object);
+        let tags = crate::tags::from_headers(&object.headers, &self.settings.tag_headers);
+        let object = Arc::new(object.add_tags(tags));
+        let Some(_permit) = self.invalidations.permit(ticket, key.url(), &object.tags) else {
+            self.stats.refused();
+            return false;
+        };
+        if key.has_module_variant() {
+            self.index_module_variant(key);
+        }
         if object.vary.is_empty() {
             if let Some(StoredItem::Variants(old)) = self.storage.get(key) {
                 self.remove_variants(&old);
@@ -112,23 +183,70 @@ impl Cache {
         true
     }
 
-    /// Every object stored for the URL key `key` (one per Vary variant).
+    /// Every object stored for the URL key `key`: one per Vary variant, then those
+    /// stored with a module's variant.
     pub fn objects(&self, key: &CacheKey) -> Vec<Arc<CachedObject>> {
-        self.entries(key).into_iter().map(|(_, o)| o).collect()
+        self.url_entries(key).into_iter().map(|(_, o)| o).collect()
     }
 
     /// Replaces every object stored for `key` (all variants) with `update(object)`.
-    /// Returns how many were replaced.
+    /// Returns how many were replaced; an object an invalidation is removing is not.
     pub fn update(&self, key: &CacheKey, update: impl Fn(&CachedObject) -> CachedObject) -> usize {
-        let entries = self.entries(key);
-        for (k, o) in &entries {
-            self.storage
-                .insert(k.clone(), StoredItem::Object(Arc::new(update(o))));
+        let ticket = self.ticket();
+        let mut replaced = 0;
+        for (k, o) in self.url_entries(key) {
+            let new = Arc::new(update(&o));
+            if let Some(_permit) = self.invalidations.permit(ticket, k.url(), &new.tags) {
+                self.storage.insert(k, StoredItem::Object(new));
+                replaced += 1;
+            }
         }
-        entries.len()
+        replaced
     }
 
-    fn entries(&self, key: &CacheKey) -> Vec<(CacheKey, Arc<CachedObject>)> {
+    /// The entries of `key` and of its module variants.
+    pub(crate) fn url_entries(&self, key: &CacheKey) -> Vec<(CacheKey, Arc<CachedObject>)> {
+        let mut all = self.entries(key);
+        for k in self.module_variant_keys(key.url(), false) {
+            all.extend(self.entries(&k));
+        }
+        all
+    }
+
+    fn index_module_variant(&self, key: &CacheKey) {
+        let mut index = self
+            .module_variants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let keys = index.by_url.entry(key.url().into()).or_default();
+        if !keys.contains(key) {
+            keys.push(key.clone());
+        }
+        if index.by_url.len() >= index.sweep_at.max(MODULE_VARIANT_SWEEP) {
+            let storage = &self.storage;
+            index.by_url.retain(|_, keys| {
+                keys.retain(|k| storage.get(k).is_some());
+                !keys.is_empty()
+            });
+            // What is left is live: sweep again only when the index has doubled.
+            index.sweep_at = 2 * index.by_url.len();
+        }
+    }
+
+    /// The module-variant keys indexed for `url`, removed from the index if `take`.
+    pub(crate) fn module_variant_keys(&self, url: &str, take: bool) -> Vec<CacheKey> {
+        let mut index = self
+            .module_variants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if take {
+            index.by_url.remove(url).unwrap_or_default()
+        } else {
+            index.by_url.get(url).cloned().unwrap_or_default()
+        }
+    }
+
+    pub(crate) fn entries(&self, key: &CacheKey) -> Vec<(CacheKey, Arc<CachedObject>)> {
         match self.storage.get(key) {
             None => Vec::new(),
             Some(StoredItem::Object(o)) => vec![(key.clone(), o)],
@@ -144,19 +262,35 @@ impl Cache {
         }
     }
 
-    /// Removes every stored response for the URL key `key`, all variants included.
-    pub fn invalidate(&self, key: &CacheKey) {
-        if let Some(StoredItem::Variants(set)) = self.storage.get(key) {
-            self.remove_variants(&set);
-        }
-        self.storage.remove(key);
+    /// Removes every stored response for the URL of `key`: all Vary variants and
+    /// module variants. Fetches that started before cannot store theirs. Returns how
+    /// many objects were removed.
+    pub fn invalidate(&self, key: &CacheKey) -> usize {
+        self.purge(Invalidation::Url(key.url().to_string()))
     }
 
-    fn remove_variants(&self, set: &VariantSet) {
+    /// Removes what is stored under `key` (a variant list with its variants). Returns
+    /// how many objects went.
+    pub(crate) fn remove_key(&self, key: &CacheKey) -> usize {
+        let removed = match self.storage.get(key) {
+            None => 0,
+            Some(StoredItem::Object(_)) => 1,
+            Some(StoredItem::Variants(set)) => self.remove_variants(&set),
+        };
+        self.storage.remove(key);
+        removed
+    }
+
+    fn remove_variants(&self, set: &VariantSet) -> usize {
         let keys = std::mem::take(&mut *set.keys.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut removed = 0;
         for k in keys {
+            if let Some(StoredItem::Object(_)) = self.storage.get(&k) {
+                removed += 1;
+            }
             self.storage.remove(&k);
         }
+        removed
     }
 
     /// Bytes charged in the memory tier.

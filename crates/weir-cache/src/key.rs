@@ -59,6 +59,17 @@ impl CacheKey {
         CacheKey(s.into())
     }
 
+    /// The key of a URL already in key form (what [`CacheKey::url`] returns).
+    pub(crate) fn from_url(url: &str) -> CacheKey {
+        CacheKey(url.into())
+    }
+
+    /// Whether this URL key carries a module's variant. (Only for keys given to
+    /// `Cache::store`, never Vary variant keys, whose values may start with `~`.)
+    pub(crate) fn has_module_variant(&self) -> bool {
+        self.0.contains("\0~")
+    }
+
     /// The URL part of the key (without variant values).
     pub fn url(&self) -> &str {
         self.0.split('\0').next().unwrap_or("")

@@ -10,14 +10,20 @@
 mod cache;
 mod coalesce;
 pub mod conditional;
+mod invalidation;
 mod key;
 mod object;
 mod policy;
+mod purge;
 mod storage;
+mod tags;
 
-pub use cache::{Cache, CacheSettings, Lookup};
+pub use cache::{Cache, CacheSettings, InvalidationListener, Lookup};
 pub use coalesce::{Coalescer, Flight, FlightReader, Join};
+pub use invalidation::{Invalidation, Ticket, RETAIN_AT_MOST, RETAIN_FOR};
 pub use key::CacheKey;
 pub use object::{vary_names, CachedObject};
 pub use policy::{Freshness, StoragePolicy};
+pub use purge::PurgeStats;
 pub use storage::{MemoryStorage, Storage, StoredItem};
+pub use tags::DEFAULT_TAG_HEADERS;
