@@ -66,7 +66,7 @@ fn request_directive(headers: &HeaderMap, name: &str) -> bool {
         })
 }
 
-fn cache_key(target: &Target) -> CacheKey {
+pub(crate) fn cache_key(target: &Target) -> CacheKey {
     CacheKey::for_url(
         "http",
         target.host.to_str().unwrap_or(""),
@@ -88,6 +88,8 @@ pub(crate) async fn serve(
     {
         key = key.with_module_variant(variant);
     }
+    // Before the lookup: a stale copy read now must not outlive an invalidation either.
+    let ticket = engine.cache.ticket();
     let now = SystemTime::now();
     let found = engine.cache.lookup(&key, &parts, now);
     if txn.as_ref().is_some_and(|t| t.wants(Event::CacheLookup)) {
@@ -157,6 +159,7 @@ pub(crate) async fn serve(
                 request: strip_body(&parts),
                 origin: target.origin.clone(),
                 stale,
+                ticket,
             };
             tokio::spawn(fetch.run(req));
             serve_flight(reader, &parts, &target.origin, false).await
@@ -315,6 +318,7 @@ struct Fetch {
     request: request::Parts,
     origin: OriginAddr,
     stale: Option<Arc<CachedObject>>,
+    ticket: weir_cache::Ticket,
 }
 
 impl Fetch {
@@ -494,7 +498,9 @@ impl Fetch {
                     .unwrap_or_default();
                 let object = CachedObject::new(parts.status, parts.headers, concat(chunks), policy)
                     .with_tags(tags);
-                engine.cache.store(&self.key, &self.request, object);
+                engine
+                    .cache
+                    .store(&self.key, &self.request, object, self.ticket);
             }
         }
         self.end(true)
@@ -510,7 +516,9 @@ impl Fetch {
             let leader = self.key.variant(&object.vary, &self.request.headers);
             (object.vary.clone(), leader)
         });
-        self.engine.cache.store(&self.key, &self.request, object);
+        self.engine
+            .cache
+            .store(&self.key, &self.request, object, self.ticket);
         self.flight
             .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
                 status,

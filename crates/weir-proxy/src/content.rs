@@ -1,5 +1,5 @@
-//! Content management over the real cache, for modules (and later the admin API):
-//! the engine's implementation of [`weir_api::ContentManager`].
+//! Content management over the real cache, for modules and the admin API: the
+//! engine's implementation of [`weir_api::ContentManager`].
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -10,7 +10,7 @@ use http_body_util::BodyExt;
 use weir_api::{
     BodyReader, BytesBody, ContentError, ContentFuture, ContentManager, ObjectInfo, StoredResponse,
 };
-use weir_cache::{Cache, CacheKey, CachedObject, StoragePolicy};
+use weir_cache::{Cache, CacheKey, CachedObject, Invalidation, StoragePolicy};
 
 use crate::service::{Engine, Target};
 use crate::upstream::OriginAddr;
@@ -34,6 +34,17 @@ impl EngineContent {
     /// Connects the engine that fetches for `fetch` and `validate` (set once at start).
     pub fn set_engine(&self, engine: Arc<Engine>) {
         let _ = self.engine.set(engine);
+    }
+
+    /// Removes everything stored for `url` (all variants); how many objects went.
+    pub fn purge_url(&self, url: &str) -> Result<usize, ContentError> {
+        let (_, key) = parse(url)?;
+        Ok(self.cache.invalidate(&key))
+    }
+
+    /// The largest body the cache stores.
+    pub fn max_object(&self) -> u64 {
+        self.cache.settings().max_object_bytes
     }
 
     fn info(&self, url: &str, key: &CacheKey) -> Result<ObjectInfo, ContentError> {
@@ -123,6 +134,26 @@ fn parse(url: &str) -> Result<(Target, CacheKey), ContentError> {
     Ok((target, key))
 }
 
+/// A URL prefix in the form of cache keys: `http://`, then the authority lowercased and
+/// without `:80` (when the prefix goes past it).
+fn normalize_prefix(prefix: &str) -> Result<String, ContentError> {
+    let bad = || ContentError::BadUrl(prefix.to_string());
+    let rest = prefix
+        .get(..7)
+        .filter(|s| s.eq_ignore_ascii_case("http://"))
+        .map(|_| &prefix[7..])
+        .ok_or_else(bad)?;
+    if rest.is_empty() || rest.starts_with('/') || rest.contains(char::is_whitespace) {
+        return Err(bad());
+    }
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let mut authority = authority.to_ascii_lowercase();
+    if !path.is_empty() && authority.ends_with(":80") {
+        authority.truncate(authority.len() - 3);
+    }
+    Ok(format!("http://{authority}{path}"))
+}
+
 impl ContentManager for EngineContent {
     fn query(&self, url: &str) -> Result<ObjectInfo, ContentError> {
         let (_, key) = parse(url)?;
@@ -158,14 +189,19 @@ impl ContentManager for EngineContent {
     }
 
     fn delete(&self, url: &str) -> Result<(), ContentError> {
-        let (_, key) = parse(url)?;
-        let found = !self.cache.objects(&key).is_empty();
-        self.cache.invalidate(&key);
-        if found {
-            Ok(())
-        } else {
-            Err(ContentError::NotFound)
+        match self.purge_url(url)? {
+            0 => Err(ContentError::NotFound),
+            _ => Ok(()),
         }
+    }
+
+    fn purge_prefix(&self, prefix: &str) -> Result<usize, ContentError> {
+        let prefix = normalize_prefix(prefix)?;
+        Ok(self.cache.purge(Invalidation::Prefix(prefix)))
+    }
+
+    fn ban_tag(&self, tag: &str) -> Result<usize, ContentError> {
+        Ok(self.cache.purge(Invalidation::Tag(tag.to_string())))
     }
 
     fn inject<'a>(
@@ -177,6 +213,8 @@ impl ContentManager for EngineContent {
     ) -> ContentFuture<'a, ObjectInfo> {
         Box::pin(async move {
             let (target, key) = parse(url)?;
+            // An invalidation while the body arrives wins over it, as for a fetch.
+            let ticket = self.cache.ticket();
             let limit = self.cache.settings().max_object_bytes;
             let mut all = BytesMut::new();
             while let Some(chunk) = body.next_chunk().await {
@@ -204,7 +242,7 @@ impl ContentManager for EngineContent {
                 return Err(ContentError::NotStorable);
             }
             let object = CachedObject::new(status, response.headers, Bytes::from(all), policy);
-            if !self.cache.store(&key, &request, object) {
+            if !self.cache.store(&key, &request, object, ticket) {
                 return Err(ContentError::NotStorable);
             }
             self.info(url, &key)
@@ -231,6 +269,7 @@ mod tests {
             memory_bytes: 1 << 20,
             max_object_bytes: 1 << 16,
             heuristic_fraction: 0.1,
+            ..weir_cache::CacheSettings::default()
         })))
     }
 
@@ -263,6 +302,24 @@ mod tests {
         c.delete(url).unwrap();
         assert_eq!(c.query(url).unwrap_err(), ContentError::NotFound);
         assert_eq!(c.delete(url).unwrap_err(), ContentError::NotFound);
+    }
+
+    #[test]
+    fn prefixes_take_the_form_of_keys() {
+        let n = |p| normalize_prefix(p).unwrap();
+        assert_eq!(n("http://Example.COM:80/Img/"), "http://example.com/Img/");
+        assert_eq!(n("HTTP://h:8080"), "http://h:8080");
+        assert_eq!(n("http://h:80"), "http://h:80");
+        for bad in [
+            "",
+            "http://",
+            "https://h/",
+            "/a",
+            "http:///a",
+            "http://a b/",
+        ] {
+            assert!(normalize_prefix(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

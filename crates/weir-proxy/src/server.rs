@@ -92,8 +92,10 @@ impl Server {
             memory_bytes: config.cache.memory.0,
             max_object_bytes: config.cache.max_object.0,
             heuristic_fraction: config.cache.heuristic_fraction,
+            tag_headers: config.cache.tag_headers.clone(),
         }));
         let flights = Arc::new(weir_cache::Coalescer::new());
+        crate::purge::detach_flights_on_invalidation(&cache, &flights);
         let upstream = Upstream::new(&config.upstream, &config.timeouts, metrics.clone());
         // One engine per listener: the same cache, pool and log, each with the modules
         // its listener names.
@@ -113,6 +115,10 @@ impl Server {
         metrics.set_cache_source(Box::new(move || match weak.upgrade() {
             Some(c) => (c.size_bytes(), c.object_count()),
             None => (0, 0),
+        }));
+        let weak = Arc::downgrade(&cache);
+        metrics.set_purge_source(Box::new(move || {
+            weak.upgrade().map(|c| c.purge_stats()).unwrap_or_default()
         }));
         let content = crate::content::EngineContent::new(cache.clone());
         let context = weir_api::ModuleContext::new(
@@ -153,6 +159,7 @@ impl Server {
                 allow: l.allow.clone(),
                 connect_ports: l.connect_ports.clone(),
                 router,
+                purge_from: config.cache.purge_from.clone(),
             });
             let listener = bind(l.addr)?;
             addrs.push(

@@ -2,6 +2,7 @@
 //!
 //! Every setting is documented in `weir.example.toml` at the top of the repository.
 
+mod access;
 mod error;
 mod origin;
 mod spans;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use ipnet::IpNet;
 use serde::{Deserialize, Deserializer};
 
+pub use access::AdminToken;
 pub use error::ConfigError;
 pub use origin::OriginUrl;
 pub use units::{ByteSize, Seconds};
@@ -122,12 +124,17 @@ pub struct AdminConfig {
     /// (written `"off"`) runs no admin listener.
     #[serde(deserialize_with = "admin_address")]
     pub listen: Option<SocketAddr>,
+    /// The bearer token the `/admin/` endpoints require (`Authorization: Bearer
+    /// <token>`); `/metrics` and `/healthz` stay open. Required when `listen` is not a
+    /// loopback address. Default: none.
+    pub token: Option<AdminToken>,
 }
 
 impl Default for AdminConfig {
     fn default() -> Self {
         AdminConfig {
             listen: Some("127.0.0.1:9090".parse().expect("literal address")),
+            token: None,
         }
     }
 }
@@ -242,6 +249,12 @@ pub struct CacheConfig {
     pub max_object: ByteSize,
     /// Heuristic freshness: this fraction of the time since Last-Modified.
     pub heuristic_fraction: f32,
+    /// Response headers whose values become the stored object's invalidation tags.
+    #[serde(deserialize_with = "access::header_names")]
+    pub tag_headers: Vec<http::HeaderName>,
+    /// Client networks that may send PURGE to a client listener; others get 403.
+    #[serde(deserialize_with = "networks")]
+    pub purge_from: Vec<IpNet>,
 }
 
 impl Default for CacheConfig {
@@ -250,6 +263,8 @@ impl Default for CacheConfig {
             memory: ByteSize(256 << 20),
             max_object: ByteSize(64 << 20),
             heuristic_fraction: 0.1,
+            tag_headers: access::default_tag_headers(),
+            purge_from: default_allow(),
         }
     }
 }
