@@ -47,6 +47,55 @@ impl EngineContent {
         self.cache.settings().max_object_bytes
     }
 
+    /// [`ContentManager::inject`], storing nothing unless `complete()` says the body
+    /// reader reached the real end of the body (a reader cannot report errors).
+    pub async fn inject_checked(
+        &self,
+        url: &str,
+        status: StatusCode,
+        headers: HeaderMap,
+        mut body: Box<dyn BodyReader>,
+        complete: &(dyn Fn() -> bool + Sync),
+    ) -> Result<ObjectInfo, ContentError> {
+        let (target, key) = parse(url)?;
+        // An invalidation while the body arrives wins over it, as for a fetch.
+        let ticket = self.cache.ticket();
+        let limit = self.cache.settings().max_object_bytes;
+        let mut all = BytesMut::new();
+        while let Some(chunk) = body.next_chunk().await {
+            if (all.len() + chunk.len()) as u64 > limit {
+                return Err(ContentError::NotStorable);
+            }
+            all.extend_from_slice(&chunk);
+        }
+        let mut request = http::Request::new(()).into_parts().0;
+        request.uri = url.parse().map_err(|_| ContentError::BadUrl(url.into()))?;
+        request.headers.insert(header::HOST, target.host);
+        let mut response = http::Response::new(()).into_parts().0;
+        response.status = status;
+        response.headers = headers;
+        crate::headers::remove_hop_by_hop(&mut response.headers);
+        response.headers.remove(header::CONTENT_LENGTH);
+        let now = SystemTime::now();
+        let policy = StoragePolicy::new(
+            &request,
+            &response,
+            now,
+            self.cache.settings().heuristic_fraction,
+        );
+        if !policy.is_worth_storing(now) {
+            return Err(ContentError::NotStorable);
+        }
+        if !complete() {
+            return Err(ContentError::Origin("the body was cut short".into()));
+        }
+        let object = CachedObject::new(status, response.headers, Bytes::from(all), policy);
+        if !self.cache.store(&key, &request, object, ticket) {
+            return Err(ContentError::NotStorable);
+        }
+        self.info(url, &key)
+    }
+
     fn info(&self, url: &str, key: &CacheKey) -> Result<ObjectInfo, ContentError> {
         let objects = self.cache.objects(key);
         let first = objects.first().ok_or(ContentError::NotFound)?;
@@ -209,44 +258,9 @@ impl ContentManager for EngineContent {
         url: &'a str,
         status: StatusCode,
         headers: HeaderMap,
-        mut body: Box<dyn BodyReader>,
+        body: Box<dyn BodyReader>,
     ) -> ContentFuture<'a, ObjectInfo> {
-        Box::pin(async move {
-            let (target, key) = parse(url)?;
-            // An invalidation while the body arrives wins over it, as for a fetch.
-            let ticket = self.cache.ticket();
-            let limit = self.cache.settings().max_object_bytes;
-            let mut all = BytesMut::new();
-            while let Some(chunk) = body.next_chunk().await {
-                if (all.len() + chunk.len()) as u64 > limit {
-                    return Err(ContentError::NotStorable);
-                }
-                all.extend_from_slice(&chunk);
-            }
-            let mut request = http::Request::new(()).into_parts().0;
-            request.uri = url.parse().map_err(|_| ContentError::BadUrl(url.into()))?;
-            request.headers.insert(header::HOST, target.host);
-            let mut response = http::Response::new(()).into_parts().0;
-            response.status = status;
-            response.headers = headers;
-            crate::headers::remove_hop_by_hop(&mut response.headers);
-            response.headers.remove(header::CONTENT_LENGTH);
-            let now = SystemTime::now();
-            let policy = StoragePolicy::new(
-                &request,
-                &response,
-                now,
-                self.cache.settings().heuristic_fraction,
-            );
-            if !policy.is_worth_storing(now) {
-                return Err(ContentError::NotStorable);
-            }
-            let object = CachedObject::new(status, response.headers, Bytes::from(all), policy);
-            if !self.cache.store(&key, &request, object, ticket) {
-                return Err(ContentError::NotStorable);
-            }
-            self.info(url, &key)
-        })
+        Box::pin(self.inject_checked(url, status, headers, body, &|| true))
     }
 
     fn read(&self, url: &str) -> Result<StoredResponse, ContentError> {

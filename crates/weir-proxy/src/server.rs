@@ -185,11 +185,13 @@ impl Server {
             Some(addr) => {
                 let listener = bind(addr)?;
                 tracing::info!(addr = %addr, "admin listening");
-                Some(tokio::spawn(crate::admin::serve(
-                    listener,
-                    metrics.clone(),
-                    reload_tx.clone(),
-                )))
+                let admin = crate::admin::Admin {
+                    metrics: metrics.clone(),
+                    reload: reload_tx.clone(),
+                    content: content.clone(),
+                    token: config.admin.token.as_ref().map(|t| t.0.clone()),
+                };
+                Some(tokio::spawn(crate::admin::serve(listener, Arc::new(admin))))
             }
             None => None,
         };
