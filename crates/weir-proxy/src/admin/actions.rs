@@ -29,7 +29,7 @@ pub(super) async fn purge(content: &EngineContent, req: Request<Incoming>) -> Re
     }
     let purge: Purge = match json::body(req.into_body()).await {
         Ok(p) => p,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let (by, result) = match (purge.url, purge.prefix, purge.tag) {
         (Some(url), None, None) => ("url", content.purge_url(&url)),
@@ -71,7 +71,7 @@ pub(super) async fn preload(
     }
     let preload: Preload = match json::body(req.into_body()).await {
         Ok(p) => p,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     if preload.urls.is_empty() || preload.urls.len() > MAX_PRELOAD {
         return error(

@@ -24,7 +24,7 @@ use crate::content::EngineContent;
 pub(super) async fn object(content: &EngineContent, req: Request<Incoming>) -> Response<AdminBody> {
     let url = match param(req.uri(), "url") {
         Ok(u) => u,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     match *req.method() {
         Method::GET => match content.query(&url) {
@@ -48,7 +48,7 @@ pub(super) async fn body(content: &EngineContent, req: Request<Incoming>) -> Res
     }
     let url = match param(req.uri(), "url") {
         Ok(u) => u,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let stored = match content.read(&url) {
         Ok(s) => s,
@@ -81,7 +81,7 @@ pub(super) async fn validate(
     }
     let url = match param(req.uri(), "url") {
         Ok(u) => u,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     match content.validate(&url).await {
         Ok(info) => reply(StatusCode::OK, json::info(&info)),
@@ -106,11 +106,11 @@ pub(super) async fn expiry(content: &EngineContent, req: Request<Incoming>) -> R
     }
     let url = match param(req.uri(), "url") {
         Ok(u) => u,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let expiry: Expiry = match json::body(req.into_body()).await {
         Ok(e) => e,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let ttl = match (expiry.ttl, expiry.expires) {
         (Some(s), None) if s.is_finite() && (0.0..1e10).contains(&s) => Duration::from_secs_f64(s),

@@ -56,34 +56,40 @@ pub(super) fn content_error(e: &ContentError) -> Response<AdminBody> {
 }
 
 /// Reads a JSON body of at most 1 MiB into `T`, or the 400 (413) answer.
-pub(super) async fn body<T: DeserializeOwned>(body: Incoming) -> Result<T, Response<AdminBody>> {
+pub(super) async fn body<T: DeserializeOwned>(
+    body: Incoming,
+) -> Result<T, Box<Response<AdminBody>>> {
     let limited = http_body_util::Limited::new(body, MAX_JSON);
     let bytes = match limited.collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            return Err(error(
+            return Err(Box::new(error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "the JSON body is larger than 1 MiB",
-            ))
+            )))
         }
         Err(e) => {
-            return Err(error(
+            return Err(Box::new(error(
                 StatusCode::BAD_REQUEST,
                 format!("cannot read the body: {e}"),
-            ))
+            )))
         }
     };
-    serde_json::from_slice(&bytes)
-        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}")))
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Box::new(error(
+            StatusCode::BAD_REQUEST,
+            format!("invalid JSON body: {e}"),
+        ))
+    })
 }
 
 /// The query parameter `name`, percent-decoded, or the 400 answer.
-pub(super) fn param(uri: &Uri, name: &str) -> Result<String, Response<AdminBody>> {
+pub(super) fn param(uri: &Uri, name: &str) -> Result<String, Box<Response<AdminBody>>> {
     let missing = || {
-        error(
+        Box::new(error(
             StatusCode::BAD_REQUEST,
             format!("missing the `{name}` query parameter (percent-encoded)"),
-        )
+        ))
     };
     let raw = uri
         .query()
@@ -92,10 +98,10 @@ pub(super) fn param(uri: &Uri, name: &str) -> Result<String, Response<AdminBody>
         .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
         .ok_or_else(missing)?;
     let decoded = percent_decode(raw).ok_or_else(|| {
-        error(
+        Box::new(error(
             StatusCode::BAD_REQUEST,
             format!("the `{name}` query parameter is not valid percent-encoded UTF-8"),
-        )
+        ))
     })?;
     if decoded.is_empty() {
         return Err(missing());
