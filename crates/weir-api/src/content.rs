@@ -28,7 +28,8 @@ pub struct ObjectInfo {
     pub time_to_live: Duration,
     /// How many Vary variants the URL has stored (1 without Vary).
     pub variants: usize,
-    /// Invalidation tags attached by modules ([`crate::CacheOverrides::tags`]).
+    /// Invalidation tags: those attached by modules ([`crate::CacheOverrides::tags`])
+    /// and those of the response's tag headers (`Surrogate-Key`, `Cache-Tag`).
     pub tags: Vec<String>,
 }
 
@@ -87,8 +88,20 @@ pub trait ContentManager: Send + Sync {
     /// Makes the stored copy fresh for `ttl` from now (zero makes it stale at once).
     fn set_expiry(&self, url: &str, ttl: Duration) -> Result<(), ContentError>;
 
-    /// Removes everything stored for `url`.
+    /// Removes everything stored for `url`. A fetch of it already under way when this
+    /// is called does not store its response.
     fn delete(&self, url: &str) -> Result<(), ContentError>;
+
+    /// Removes every object whose URL starts with `prefix` (an absolute `http://`
+    /// URL, or the start of one: `http://host/images/`). Fetches already under way for
+    /// those URLs do not store their responses. Returns how many objects were removed.
+    /// Walks the whole cache.
+    fn purge_prefix(&self, prefix: &str) -> Result<usize, ContentError>;
+
+    /// Removes every object carrying `tag`, and keeps fetches under way from storing a
+    /// response that carries it. Returns how many objects were removed. Walks the
+    /// whole cache.
+    fn ban_tag(&self, tag: &str) -> Result<usize, ContentError>;
 
     /// Stores a response for `url` without asking the origin. The response's own
     /// headers say how long it is fresh; it must be storable.

@@ -131,6 +131,12 @@ impl ContentManager for Detached {
     fn delete(&self, _url: &str) -> Result<(), ContentError> {
         detached()
     }
+    fn purge_prefix(&self, _prefix: &str) -> Result<usize, ContentError> {
+        detached()
+    }
+    fn ban_tag(&self, _tag: &str) -> Result<usize, ContentError> {
+        detached()
+    }
     fn inject<'a>(
         &'a self,
         _url: &'a str,

@@ -1,12 +1,14 @@
 //! The cache facade: lookups that resolve Vary variants and freshness, stores, and
 //! invalidation.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
-use http::request;
+use http::{request, HeaderName};
 
-use crate::disk::{DiskSettings, DiskStats, DiskTier};
+use crate::disk::{DiskSettings, DiskTier};
+use crate::invalidation::{Invalidation, Invalidations, Ticket, RETAIN_AT_MOST, RETAIN_FOR};
 use crate::key::CacheKey;
 use crate::object::CachedObject;
 use crate::policy::Freshness;
@@ -21,6 +23,9 @@ pub struct CacheSettings {
     pub max_object_bytes: u64,
     /// Heuristic freshness as a fraction of the time since Last-Modified.
     pub heuristic_fraction: f32,
+    /// Response headers whose values become the stored object's invalidation tags
+    /// (lowercase names; see [`crate::DEFAULT_TAG_HEADERS`]).
+    pub tag_headers: Vec<HeaderName>,
     /// With a disk tier, larger objects are kept on disk only (and streamed from it).
     /// Without one, every object up to `max_object_bytes` is kept in memory.
     pub max_memory_object_bytes: u64,
@@ -38,8 +43,22 @@ impl CacheSettings {
         CacheSettings {
             memory_bytes,
             max_object_bytes,
+            ..CacheSettings::default()
+        }
+    }
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        CacheSettings {
+            memory_bytes: 256 << 20,
+            max_object_bytes: 64 << 20,
             heuristic_fraction: 0.1,
-            max_memory_object_bytes: max_object_bytes,
+            tag_headers: crate::tags::DEFAULT_TAG_HEADERS
+                .iter()
+                .map(|n| HeaderName::from_static(n))
+                .collect(),
+            max_memory_object_bytes: 1 << 20,
             disk: None,
             stale_while_revalidate: std::time::Duration::ZERO,
             stale_if_error: std::time::Duration::ZERO,
@@ -58,12 +77,32 @@ pub enum Lookup {
     Miss,
 }
 
+/// Called with every invalidation, after it is recorded and before its objects are
+/// removed (the engine detaches fetches in flight that it applies to).
+pub type InvalidationListener = Box<dyn Fn(&Invalidation) + Send + Sync>;
+
 /// The HTTP cache.
 pub struct Cache {
-    storage: Box<dyn Storage>,
-    disk: Option<DiskTier>,
+    pub(crate) storage: Box<dyn Storage>,
+    pub(crate) disk: Option<DiskTier>,
     settings: CacheSettings,
+    pub(crate) invalidations: Invalidations,
+    /// The keys stored with a module's variant, by URL, so that invalidating a URL
+    /// reaches them without walking the whole cache. Stale keys are harmless (removing
+    /// a missing key does nothing) and are swept when the index grows.
+    pub(crate) module_variants: Mutex<ModuleVariants>,
+    pub(crate) listener: OnceLock<InvalidationListener>,
+    pub(crate) stats: crate::purge::Counters,
 }
+
+#[derive(Default)]
+pub(crate) struct ModuleVariants {
+    pub(crate) by_url: HashMap<Box<str>, Vec<CacheKey>>,
+    /// Swept when `by_url` reaches this many URLs.
+    sweep_at: usize,
+}
+
+const MODULE_VARIANT_SWEEP: usize = 4096;
 
 impl Cache {
     /// A cache with a memory tier sized by `settings`, and a disk tier when it names
@@ -73,21 +112,23 @@ impl Cache {
             storage: Box::new(MemoryStorage::new(settings.memory_bytes)),
             disk: settings.disk.as_ref().map(DiskTier::open),
             settings,
+            invalidations: Invalidations::new(RETAIN_FOR, RETAIN_AT_MOST),
+            module_variants: Mutex::default(),
+            listener: OnceLock::new(),
+            stats: Default::default(),
         }
     }
 
-    /// Whether there is a disk tier to look in after a memory miss.
-    pub fn has_disk(&self) -> bool {
-        self.disk.is_some()
+    /// The invalidation sequence number now. A fetch takes one before it looks the
+    /// cache up and passes it to [`Cache::store`], which refuses its response if an
+    /// invalidation since then applies to it.
+    pub fn ticket(&self) -> Ticket {
+        self.invalidations.ticket()
     }
 
-    /// The largest body the memory tier keeps.
-    fn memory_object_limit(&self) -> u64 {
-        if self.disk.is_some() {
-            self.settings.max_memory_object_bytes
-        } else {
-            self.settings.max_object_bytes
-        }
+    /// Sets the function told of every invalidation (once; later calls are ignored).
+    pub fn on_invalidate(&self, listener: InvalidationListener) {
+        let _ = self.listener.set(listener);
     }
 
     /// The settings it was built with.
@@ -115,77 +156,52 @@ impl Cache {
         }
     }
 
-    /// Looks in the disk tier, after [`Cache::lookup`] found nothing in memory. A body
-    /// small enough for the memory tier is read whole, checked and promoted there;
-    /// a larger one is returned as an open file to stream.
-    pub async fn lookup_disk(
+    /// Stores a complete response to `request` under the URL key `key`, as a variant
+    /// when it carries `Vary`, with the tags of its tag headers added to its own.
+    /// Returns whether it was stored: not when an invalidation since `ticket` applies
+    /// to it.
+    pub fn store(
         &self,
         key: &CacheKey,
         request: &request::Parts,
-        now: SystemTime,
-    ) -> Lookup {
-        let Some(disk) = &self.disk else {
-            return Lookup::Miss;
-        };
-        let Some(found) = disk.find(key, &request.headers) else {
-            return Lookup::Miss;
-        };
-        let Some(object) = disk.read(found, self.memory_object_limit()).await else {
-            return Lookup::Miss;
-        };
-        if object
-            .body
-            .in_memory()
-            .is_some_and(|b| b.len() as u64 <= self.memory_object_limit())
-        {
-            self.insert_memory(key, request, object.clone());
-        }
-        match object.freshness(request, now) {
-            Freshness::Fresh => Lookup::Fresh(object),
-            Freshness::Stale => Lookup::Stale(object),
-        }
-    }
-
-    /// Stores a complete response to `request` under the URL key `key`, as a variant
-    /// when it carries `Vary`: in memory when it is small enough, and on disk when
-    /// there is a disk tier (written in the background). Returns whether it was stored.
-    pub fn store(&self, key: &CacheKey, request: &request::Parts, object: CachedObject) -> bool {
+        object: CachedObject,
+        ticket: Ticket,
+    ) -> bool {
         if object.varies_on_everything() || object.body.len() > self.settings.max_object_bytes {
             return false;
         }
-        let object = Arc::new(object);
+        let tags = crate::tags::from_headers(&object.headers, &self.settings.tag_headers);
+        let object = Arc::new(object.add_tags(tags));
+        let Some(_permit) = self.invalidations.permit(ticket, key.url(), &object.tags) else {
+            self.stats.refused();
+            return false;
+        };
+        if key.has_module_variant() {
+            self.index_module_variant(key);
+        }
         let fits_memory =
             object.body.in_memory().is_some() && object.body.len() <= self.memory_object_limit();
         if fits_memory {
             self.insert_memory(key, request, object.clone());
         } else {
             // An older copy in memory must not outlive the new one stored on disk.
-            let vkey = self.storage_key(key, request, &object);
-            self.storage.remove(&vkey);
+            self.storage.remove(&storage_key(key, request, &object));
         }
         if let Some(disk) = &self.disk {
-            let vkey = self.storage_key(key, request, &object);
             let base = (!object.vary.is_empty()).then(|| key.clone());
-            disk.write(vkey, base, object);
+            disk.write(storage_key(key, request, &object), base, object);
         }
         true
     }
 
-    /// The key `object` is stored under: `key`, or its variant for `request`.
-    fn storage_key(
+    /// Puts `object` in the memory tier under `key`, or under its variant key, keeping
+    /// the URL's variant list consistent.
+    pub(crate) fn insert_memory(
         &self,
         key: &CacheKey,
         request: &request::Parts,
-        object: &CachedObject,
-    ) -> CacheKey {
-        if object.vary.is_empty() {
-            key.clone()
-        } else {
-            key.variant(&object.vary, &request.headers)
-        }
-    }
-
-    fn insert_memory(&self, key: &CacheKey, request: &request::Parts, object: Arc<CachedObject>) {
+        object: Arc<CachedObject>,
+    ) {
         if object.vary.is_empty() {
             if let Some(StoredItem::Variants(old)) = self.storage.get(key) {
                 self.remove_variants(&old);
@@ -215,23 +231,77 @@ impl Cache {
         self.storage.insert(vkey, StoredItem::Object(object));
     }
 
-    /// Every object stored for the URL key `key` (one per Vary variant).
+    /// Every object stored for the URL key `key`: one per Vary variant, then those
+    /// stored with a module's variant.
     pub fn objects(&self, key: &CacheKey) -> Vec<Arc<CachedObject>> {
-        self.entries(key).into_iter().map(|(_, o)| o).collect()
+        self.url_entries(key).into_iter().map(|(_, o)| o).collect()
     }
 
     /// Replaces every object stored for `key` (all variants) with `update(object)`.
-    /// Returns how many were replaced.
+    /// Returns how many were replaced; an object an invalidation is removing is not.
     pub fn update(&self, key: &CacheKey, update: impl Fn(&CachedObject) -> CachedObject) -> usize {
-        let entries = self.entries(key);
-        for (k, o) in &entries {
-            self.storage
-                .insert(k.clone(), StoredItem::Object(Arc::new(update(o))));
+        let ticket = self.ticket();
+        let mut replaced = 0;
+        for (k, o) in self.url_entries(key) {
+            let new = Arc::new(update(&o));
+            if let Some(_permit) = self.invalidations.permit(ticket, k.url(), &new.tags) {
+                if let Some(disk) = &self.disk {
+                    let base = (!new.vary.is_empty()).then(|| k.strip_vary(new.vary.len()));
+                    disk.write(k.clone(), base, new.clone());
+                }
+                self.storage.insert(k, StoredItem::Object(new));
+                replaced += 1;
+            }
         }
-        entries.len()
+        replaced
     }
 
-    fn entries(&self, key: &CacheKey) -> Vec<(CacheKey, Arc<CachedObject>)> {
+    /// The entries of `key` and of its module variants.
+    pub(crate) fn url_entries(&self, key: &CacheKey) -> Vec<(CacheKey, Arc<CachedObject>)> {
+        let mut all = self.entries(key);
+        for k in self.module_variant_keys(key.url(), false) {
+            all.extend(self.entries(&k));
+        }
+        if all.is_empty() {
+            all = self.disk_objects(key);
+        }
+        all
+    }
+
+    fn index_module_variant(&self, key: &CacheKey) {
+        let mut index = self
+            .module_variants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let keys = index.by_url.entry(key.url().into()).or_default();
+        if !keys.contains(key) {
+            keys.push(key.clone());
+        }
+        if index.by_url.len() >= index.sweep_at.max(MODULE_VARIANT_SWEEP) {
+            let storage = &self.storage;
+            index.by_url.retain(|_, keys| {
+                keys.retain(|k| storage.get(k).is_some());
+                !keys.is_empty()
+            });
+            // What is left is live: sweep again only when the index has doubled.
+            index.sweep_at = 2 * index.by_url.len();
+        }
+    }
+
+    /// The module-variant keys indexed for `url`, removed from the index if `take`.
+    pub(crate) fn module_variant_keys(&self, url: &str, take: bool) -> Vec<CacheKey> {
+        let mut index = self
+            .module_variants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if take {
+            index.by_url.remove(url).unwrap_or_default()
+        } else {
+            index.by_url.get(url).cloned().unwrap_or_default()
+        }
+    }
+
+    pub(crate) fn entries(&self, key: &CacheKey) -> Vec<(CacheKey, Arc<CachedObject>)> {
         match self.storage.get(key) {
             None => Vec::new(),
             Some(StoredItem::Object(o)) => vec![(key.clone(), o)],
@@ -247,48 +317,36 @@ impl Cache {
         }
     }
 
-    /// Removes every stored response for the URL key `key`, all variants included.
-    pub fn invalidate(&self, key: &CacheKey) {
-        if let Some(StoredItem::Variants(set)) = self.storage.get(key) {
-            self.remove_variants(&set);
-        }
-        self.storage.remove(key);
-        if let Some(disk) = &self.disk {
-            disk.invalidate(key);
-        }
+    /// Removes every stored response for the URL of `key`: all Vary variants and
+    /// module variants. Fetches that started before cannot store theirs. Returns how
+    /// many objects were removed.
+    pub fn invalidate(&self, key: &CacheKey) -> usize {
+        self.purge(Invalidation::Url(key.url().to_string()))
     }
 
-    fn remove_variants(&self, set: &VariantSet) {
+    /// Removes what is stored under `key` (a variant list with its variants). Returns
+    /// how many objects went.
+    pub(crate) fn remove_key(&self, key: &CacheKey) -> usize {
+        let removed = match self.storage.get(key) {
+            None => 0,
+            Some(StoredItem::Object(_)) => 1,
+            Some(StoredItem::Variants(set)) => self.remove_variants(&set),
+        };
+        self.storage.remove(key);
+        let on_disk = self.disk.as_ref().map_or(0, |d| d.invalidate(key));
+        removed.max(on_disk)
+    }
+
+    fn remove_variants(&self, set: &VariantSet) -> usize {
         let keys = std::mem::take(&mut *set.keys.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut removed = 0;
         for k in keys {
+            if let Some(StoredItem::Object(_)) = self.storage.get(&k) {
+                removed += 1;
+            }
             self.storage.remove(&k);
         }
-    }
-
-    /// Removes every object, in both tiers, whose key and tags satisfy `pred` (writes to
-    /// disk still in progress included). Walks every key: for purges by prefix or tag.
-    /// Returns how many objects were removed from memory and from disk.
-    pub fn invalidate_where(&self, pred: &dyn Fn(&CacheKey, &[String]) -> bool) -> (usize, usize) {
-        let mut doomed = Vec::new();
-        self.storage.for_each(&mut |key, tags| {
-            if pred(key, tags) {
-                doomed.push(key.clone());
-            }
-        });
-        for key in &doomed {
-            self.storage.remove(key);
-        }
-        let on_disk = self.disk.as_ref().map_or(0, |d| d.invalidate_where(pred));
-        (doomed.len(), on_disk)
-    }
-
-    /// Calls `visit` with every key stored in either tier and its tags (a key in both
-    /// tiers is visited twice).
-    pub fn for_each(&self, visit: &mut dyn FnMut(&CacheKey, &[String])) {
-        self.storage.for_each(visit);
-        if let Some(disk) = &self.disk {
-            disk.for_each(visit);
-        }
+        removed
     }
 
     /// Bytes charged in the memory tier.
@@ -300,17 +358,13 @@ impl Cache {
     pub fn object_count(&self) -> u64 {
         self.storage.item_count()
     }
+}
 
-    /// The disk tier's counters, when there is one.
-    pub fn disk_stats(&self) -> Option<DiskStats> {
-        self.disk.as_ref().map(DiskTier::stats)
-    }
-
-    /// Waits until every disk write queued so far has finished (for a clean shutdown,
-    /// and for tests). Blocks the calling thread.
-    pub fn flush(&self) {
-        if let Some(disk) = &self.disk {
-            disk.flush();
-        }
+/// The key `object` is stored under: `key`, or its variant for `request`.
+fn storage_key(key: &CacheKey, request: &request::Parts, object: &CachedObject) -> CacheKey {
+    if object.vary.is_empty() {
+        key.clone()
+    } else {
+        key.variant(&object.vary, &request.headers)
     }
 }

@@ -78,6 +78,16 @@ impl<H: Clone> Coalescer<H> {
         }
     }
 
+    /// Removes the flights whose key `matches` from the table: their readers go on
+    /// reading them, new requests start fetches of their own. For invalidations, so
+    /// that no request that arrives after one is served what was fetched before it.
+    pub fn detach(&self, matches: impl Fn(&CacheKey) -> bool) -> usize {
+        let mut flights = lock(&self.flights);
+        let before = flights.len();
+        flights.retain(|key, _| !matches(key));
+        before - flights.len()
+    }
+
     /// Number of fetches in flight.
     pub fn len(&self) -> usize {
         lock(&self.flights).len()

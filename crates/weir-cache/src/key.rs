@@ -59,6 +59,17 @@ impl CacheKey {
         CacheKey(s.into())
     }
 
+    /// The key of a URL already in key form (what [`CacheKey::url`] returns).
+    pub(crate) fn from_url(url: &str) -> CacheKey {
+        CacheKey(url.into())
+    }
+
+    /// Whether this URL key carries a module's variant. (Only for keys given to
+    /// `Cache::store`, never Vary variant keys, whose values may start with `~`.)
+    pub(crate) fn has_module_variant(&self) -> bool {
+        self.0.contains("\0~")
+    }
+
     /// The URL part of the key (without variant values).
     pub fn url(&self) -> &str {
         self.0.split('\0').next().unwrap_or("")
@@ -67,6 +78,15 @@ impl CacheKey {
     /// The whole key as stored (variant values separated by NUL).
     pub(crate) fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The key this variant key was made from by [`CacheKey::variant`] with `n` names.
+    pub(crate) fn strip_vary(&self, n: usize) -> CacheKey {
+        let mut end = self.0.len();
+        for _ in 0..n {
+            end = self.0[..end].rfind('\0').unwrap_or(end);
+        }
+        CacheKey(self.0[..end].into())
     }
 
     /// A key read back from the disk tier.

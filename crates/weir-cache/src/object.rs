@@ -24,7 +24,8 @@ pub struct CachedObject {
     pub policy: StoragePolicy,
     /// The request headers it varies on (from `Vary`), lowercase.
     pub vary: Vec<HeaderName>,
-    /// Invalidation tags modules attached to it.
+    /// Invalidation tags: those modules attached, and those of its tag headers
+    /// (`Surrogate-Key`, `Cache-Tag`) once stored.
     pub tags: Vec<String>,
     weight: u32,
 }
@@ -69,6 +70,17 @@ impl CachedObject {
             .weight
             .saturating_add(tags.iter().map(|t| t.len() as u32 + 24).sum());
         self.tags = tags;
+        self
+    }
+
+    /// The same object with `more` tags added to its own (each tag once).
+    pub(crate) fn add_tags(mut self, more: Vec<String>) -> CachedObject {
+        for tag in more {
+            if !self.tags.contains(&tag) {
+                self.weight = self.weight.saturating_add(tag.len() as u32 + 24);
+                self.tags.push(tag);
+            }
+        }
         self
     }
 
@@ -134,12 +146,11 @@ impl CachedObject {
         let headers = policy::merge_not_modified(&self.headers, new);
         let policy =
             StoragePolicy::refreshed(request, self.status, &headers, now, heuristic_fraction);
-        Some(CachedObject::new(
-            self.status,
-            headers,
-            self.body.clone(),
-            policy,
-        ))
+        // The tags go with it: a module's tags are not in the headers.
+        Some(
+            CachedObject::new(self.status, headers, self.body.clone(), policy)
+                .with_tags(self.tags.clone()),
+        )
     }
 
     /// Would the client's own conditional request be answered 304 by this object?

@@ -66,7 +66,7 @@ fn request_directive(headers: &HeaderMap, name: &str) -> bool {
         })
 }
 
-fn cache_key(target: &Target) -> CacheKey {
+pub(crate) fn cache_key(target: &Target) -> CacheKey {
     CacheKey::for_url(
         "http",
         target.host.to_str().unwrap_or(""),
@@ -88,6 +88,8 @@ pub(crate) async fn serve(
     {
         key = key.with_module_variant(variant);
     }
+    // Before the lookup: a stale copy read now must not outlive an invalidation either.
+    let ticket = engine.cache.ticket();
     let now = SystemTime::now();
     let mut found = engine.cache.lookup(&key, &parts, now);
     if matches!(found, Lookup::Miss) && engine.cache.has_disk() {
@@ -110,7 +112,8 @@ pub(crate) async fn serve(
         Lookup::Stale(object) => {
             let window = engine.cache.settings().stale_while_revalidate;
             if object.may_serve_stale(&parts.headers, now, StaleUse::WhileRevalidate, window) {
-                revalidate_in_background(engine, &key, &parts, &target, txn, object.clone());
+                let stale = object.clone();
+                revalidate_in_background(engine, &key, &parts, &target, txn, stale, ticket);
                 return Ok(serve_object(
                     &object,
                     &parts,
@@ -154,7 +157,13 @@ pub(crate) async fn serve(
     match engine.flights.join(&key, recheck) {
         Err(object) => Ok(serve_object(&object, &parts, now, CacheOutcome::Hit, HIT)),
         Ok(Join::Leader(flight, reader)) => {
-            start_fetch(engine, key, flight, &parts, &target, txn, stale);
+            let fill = Fill {
+                key,
+                flight,
+                stale,
+                ticket,
+            };
+            start_fetch(engine, fill, &parts, &target, txn);
             serve_flight(reader, &parts, &target.origin, false).await
         }
         Ok(Join::Follower(mut reader)) => {
@@ -187,17 +196,30 @@ const HIT: HeaderValue = HeaderValue::from_static("weir; hit");
 const STALE_WHILE_REVALIDATE: HeaderValue =
     HeaderValue::from_static("weir; hit; detail=stale-while-revalidate");
 
-/// Starts the origin fetch that feeds `flight`: a validation when there is a `stale`
+/// What a fetch fills: the key, its flight, the stale copy it validates (if any), and
+/// the invalidation ticket taken before the lookup.
+struct Fill {
+    key: CacheKey,
+    flight: Arc<weir_cache::Flight<FlightHead>>,
+    stale: Option<Arc<CachedObject>>,
+    ticket: weir_cache::Ticket,
+}
+
+/// Starts the origin fetch that feeds a flight: a validation when there is a stale
 /// copy, else a plain fetch.
 fn start_fetch(
     engine: &Arc<Engine>,
-    key: CacheKey,
-    flight: Arc<weir_cache::Flight<FlightHead>>,
+    fill: Fill,
     parts: &request::Parts,
     target: &Target,
     txn: &Option<Box<ModTxn>>,
-    stale: Option<Arc<CachedObject>>,
 ) {
+    let Fill {
+        key,
+        flight,
+        stale,
+        ticket,
+    } = fill;
     let mut req = upstream_request(parts, target, RequestBody::Empty, true);
     if let Some(object) = &stale {
         object.add_validators(req.headers_mut());
@@ -217,6 +239,7 @@ fn start_fetch(
         request: strip_body(parts),
         origin: target.origin.clone(),
         stale,
+        ticket,
     };
     tokio::spawn(fetch.run(req));
 }
@@ -230,11 +253,18 @@ fn revalidate_in_background(
     target: &Target,
     txn: &Option<Box<ModTxn>>,
     stale: Arc<CachedObject>,
+    ticket: weir_cache::Ticket,
 ) {
     if let Ok(Join::Leader(flight, mut reader)) =
         engine.flights.join(key, || None::<Arc<CachedObject>>)
     {
-        start_fetch(engine, key.clone(), flight, parts, target, txn, Some(stale));
+        let fill = Fill {
+            key: key.clone(),
+            flight,
+            stale: Some(stale),
+            ticket,
+        };
+        start_fetch(engine, fill, parts, target, txn);
         // A fetch stops when nobody reads it; this reader keeps it going to the end.
         tokio::spawn(async move {
             if reader.head().await.is_some() {
@@ -383,6 +413,7 @@ struct Fetch {
     request: request::Parts,
     origin: OriginAddr,
     stale: Option<Arc<CachedObject>>,
+    ticket: weir_cache::Ticket,
 }
 
 impl Fetch {
@@ -571,7 +602,9 @@ impl Fetch {
                     .unwrap_or_default();
                 let object = CachedObject::new(parts.status, parts.headers, concat(chunks), policy)
                     .with_tags(tags);
-                engine.cache.store(&self.key, &self.request, object);
+                engine
+                    .cache
+                    .store(&self.key, &self.request, object, self.ticket);
             }
         }
         self.end(true)
@@ -580,9 +613,12 @@ impl Fetch {
     /// The origin confirmed the stale copy: store the refreshed object, serve its body.
     async fn refreshed(self, object: CachedObject, now: SystemTime) {
         let object = Arc::new(object);
-        self.engine
-            .cache
-            .store(&self.key, &self.request, CachedObject::clone(&object));
+        self.engine.cache.store(
+            &self.key,
+            &self.request,
+            CachedObject::clone(&object),
+            self.ticket,
+        );
         let cache_status = HeaderValue::from_static("weir; fwd=stale; fwd-status=304");
         self.publish_object(&object, now, CacheOutcome::RefreshUnmodified, cache_status)
             .await

@@ -1,5 +1,5 @@
-//! Content management over the real cache, for modules (and later the admin API):
-//! the engine's implementation of [`weir_api::ContentManager`].
+//! Content management over the real cache, for modules and the admin API: the
+//! engine's implementation of [`weir_api::ContentManager`].
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -10,7 +10,7 @@ use http_body_util::BodyExt;
 use weir_api::{
     BodyReader, BytesBody, ContentError, ContentFuture, ContentManager, ObjectInfo, StoredResponse,
 };
-use weir_cache::{Cache, CacheKey, CachedObject, StoragePolicy};
+use weir_cache::{Cache, CacheKey, CachedObject, Invalidation, StoragePolicy};
 
 use crate::service::{Engine, Target};
 use crate::upstream::OriginAddr;
@@ -34,6 +34,66 @@ impl EngineContent {
     /// Connects the engine that fetches for `fetch` and `validate` (set once at start).
     pub fn set_engine(&self, engine: Arc<Engine>) {
         let _ = self.engine.set(engine);
+    }
+
+    /// Removes everything stored for `url` (all variants); how many objects went.
+    pub fn purge_url(&self, url: &str) -> Result<usize, ContentError> {
+        let (_, key) = parse(url)?;
+        Ok(self.cache.invalidate(&key))
+    }
+
+    /// The largest body the cache stores.
+    pub fn max_object(&self) -> u64 {
+        self.cache.settings().max_object_bytes
+    }
+
+    /// [`ContentManager::inject`], storing nothing unless `complete()` says the body
+    /// reader reached the real end of the body (a reader cannot report errors).
+    pub async fn inject_checked(
+        &self,
+        url: &str,
+        status: StatusCode,
+        headers: HeaderMap,
+        mut body: Box<dyn BodyReader>,
+        complete: &(dyn Fn() -> bool + Sync),
+    ) -> Result<ObjectInfo, ContentError> {
+        let (target, key) = parse(url)?;
+        // An invalidation while the body arrives wins over it, as for a fetch.
+        let ticket = self.cache.ticket();
+        let limit = self.cache.settings().max_object_bytes;
+        let mut all = BytesMut::new();
+        while let Some(chunk) = body.next_chunk().await {
+            if (all.len() + chunk.len()) as u64 > limit {
+                return Err(ContentError::NotStorable);
+            }
+            all.extend_from_slice(&chunk);
+        }
+        let mut request = http::Request::new(()).into_parts().0;
+        request.uri = url.parse().map_err(|_| ContentError::BadUrl(url.into()))?;
+        request.headers.insert(header::HOST, target.host);
+        let mut response = http::Response::new(()).into_parts().0;
+        response.status = status;
+        response.headers = headers;
+        crate::headers::remove_hop_by_hop(&mut response.headers);
+        response.headers.remove(header::CONTENT_LENGTH);
+        let now = SystemTime::now();
+        let policy = StoragePolicy::new(
+            &request,
+            &response,
+            now,
+            self.cache.settings().heuristic_fraction,
+        );
+        if !policy.is_worth_storing(now) {
+            return Err(ContentError::NotStorable);
+        }
+        if !complete() {
+            return Err(ContentError::Origin("the body was cut short".into()));
+        }
+        let object = CachedObject::new(status, response.headers, Bytes::from(all), policy);
+        if !self.cache.store(&key, &request, object, ticket) {
+            return Err(ContentError::NotStorable);
+        }
+        self.info(url, &key)
     }
 
     fn info(&self, url: &str, key: &CacheKey) -> Result<ObjectInfo, ContentError> {
@@ -123,6 +183,26 @@ fn parse(url: &str) -> Result<(Target, CacheKey), ContentError> {
     Ok((target, key))
 }
 
+/// A URL prefix in the form of cache keys: `http://`, then the authority lowercased and
+/// without `:80` (when the prefix goes past it).
+fn normalize_prefix(prefix: &str) -> Result<String, ContentError> {
+    let bad = || ContentError::BadUrl(prefix.to_string());
+    let rest = prefix
+        .get(..7)
+        .filter(|s| s.eq_ignore_ascii_case("http://"))
+        .map(|_| &prefix[7..])
+        .ok_or_else(bad)?;
+    if rest.is_empty() || rest.starts_with('/') || rest.contains(char::is_whitespace) {
+        return Err(bad());
+    }
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let mut authority = authority.to_ascii_lowercase();
+    if !path.is_empty() && authority.ends_with(":80") {
+        authority.truncate(authority.len() - 3);
+    }
+    Ok(format!("http://{authority}{path}"))
+}
+
 impl ContentManager for EngineContent {
     fn query(&self, url: &str) -> Result<ObjectInfo, ContentError> {
         let (_, key) = parse(url)?;
@@ -158,14 +238,19 @@ impl ContentManager for EngineContent {
     }
 
     fn delete(&self, url: &str) -> Result<(), ContentError> {
-        let (_, key) = parse(url)?;
-        let found = !self.cache.objects(&key).is_empty();
-        self.cache.invalidate(&key);
-        if found {
-            Ok(())
-        } else {
-            Err(ContentError::NotFound)
+        match self.purge_url(url)? {
+            0 => Err(ContentError::NotFound),
+            _ => Ok(()),
         }
+    }
+
+    fn purge_prefix(&self, prefix: &str) -> Result<usize, ContentError> {
+        let prefix = normalize_prefix(prefix)?;
+        Ok(self.cache.purge(Invalidation::Prefix(prefix)))
+    }
+
+    fn ban_tag(&self, tag: &str) -> Result<usize, ContentError> {
+        Ok(self.cache.purge(Invalidation::Tag(tag.to_string())))
     }
 
     fn inject<'a>(
@@ -173,42 +258,9 @@ impl ContentManager for EngineContent {
         url: &'a str,
         status: StatusCode,
         headers: HeaderMap,
-        mut body: Box<dyn BodyReader>,
+        body: Box<dyn BodyReader>,
     ) -> ContentFuture<'a, ObjectInfo> {
-        Box::pin(async move {
-            let (target, key) = parse(url)?;
-            let limit = self.cache.settings().max_object_bytes;
-            let mut all = BytesMut::new();
-            while let Some(chunk) = body.next_chunk().await {
-                if (all.len() + chunk.len()) as u64 > limit {
-                    return Err(ContentError::NotStorable);
-                }
-                all.extend_from_slice(&chunk);
-            }
-            let mut request = http::Request::new(()).into_parts().0;
-            request.uri = url.parse().map_err(|_| ContentError::BadUrl(url.into()))?;
-            request.headers.insert(header::HOST, target.host);
-            let mut response = http::Response::new(()).into_parts().0;
-            response.status = status;
-            response.headers = headers;
-            crate::headers::remove_hop_by_hop(&mut response.headers);
-            response.headers.remove(header::CONTENT_LENGTH);
-            let now = SystemTime::now();
-            let policy = StoragePolicy::new(
-                &request,
-                &response,
-                now,
-                self.cache.settings().heuristic_fraction,
-            );
-            if !policy.is_worth_storing(now) {
-                return Err(ContentError::NotStorable);
-            }
-            let object = CachedObject::new(status, response.headers, Bytes::from(all), policy);
-            if !self.cache.store(&key, &request, object) {
-                return Err(ContentError::NotStorable);
-            }
-            self.info(url, &key)
-        })
+        Box::pin(self.inject_checked(url, status, headers, body, &|| true))
     }
 
     fn read(&self, url: &str) -> Result<StoredResponse, ContentError> {
@@ -277,6 +329,24 @@ mod tests {
         c.delete(url).unwrap();
         assert_eq!(c.query(url).unwrap_err(), ContentError::NotFound);
         assert_eq!(c.delete(url).unwrap_err(), ContentError::NotFound);
+    }
+
+    #[test]
+    fn prefixes_take_the_form_of_keys() {
+        let n = |p| normalize_prefix(p).unwrap();
+        assert_eq!(n("http://Example.COM:80/Img/"), "http://example.com/Img/");
+        assert_eq!(n("HTTP://h:8080"), "http://h:8080");
+        assert_eq!(n("http://h:80"), "http://h:80");
+        for bad in [
+            "",
+            "http://",
+            "https://h/",
+            "/a",
+            "http:///a",
+            "http://a b/",
+        ] {
+            assert!(normalize_prefix(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

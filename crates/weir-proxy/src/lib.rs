@@ -17,6 +17,7 @@ mod headers;
 mod hooks;
 pub mod metrics;
 mod modules;
+mod purge;
 mod route;
 mod server;
 mod service;

@@ -17,6 +17,8 @@ use prometheus_client::registry::{Metric, Registry, Unit};
 
 use crate::config::ListenMode;
 
+mod purge;
+
 /// How a transaction was served, for metrics, the access log and `Cache-Status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheOutcome {
@@ -173,6 +175,7 @@ pub struct Metrics {
     origin_opened: Counter,
     origin_reused: Counter,
     cache_source: Arc<Mutex<Option<CacheSource>>>,
+    purge_source: purge::PurgeSource,
     module_failures: prometheus_client::metrics::family::Family<Vec<(String, String)>, Counter>,
     /// Counters modules registered: (metric name, help, counter).
     module_counters: Mutex<Vec<(String, String, weir_api::Counter)>>,
@@ -279,6 +282,8 @@ impl Metrics {
             figure(|f| f.disk.damaged, true),
         );
 
+        let purge_source = purge::register(&mut r);
+
         let module_failures = prometheus_client::metrics::family::Family::default();
         r.register(
             "module_failures",
@@ -299,6 +304,7 @@ impl Metrics {
             origin_opened,
             origin_reused,
             cache_source,
+            purge_source,
         }
     }
 
@@ -372,6 +378,12 @@ impl Metrics {
     /// The closure returns `(bytes, objects)`. A later call replaces the earlier source.
     pub fn set_cache_source(&self, source: Box<dyn Fn() -> CacheFigures + Send + Sync>) {
         *lock(&self.cache_source) = Some(Arc::from(source));
+    }
+
+    /// The cache's purge counts, read when metrics are scraped. A later call replaces
+    /// the earlier source.
+    pub fn set_purge_source(&self, source: Box<dyn Fn() -> weir_cache::PurgeStats + Send + Sync>) {
+        *lock(&self.purge_source) = Some(Arc::from(source));
     }
 
     /// The Prometheus text exposition of every metric.

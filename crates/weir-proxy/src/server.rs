@@ -103,8 +103,10 @@ impl Server {
             },
             stale_while_revalidate: config.cache.stale_while_revalidate.0,
             stale_if_error: config.cache.stale_if_error.0,
+            tag_headers: config.cache.tag_headers.clone(),
         }));
         let flights = Arc::new(weir_cache::Coalescer::new());
+        crate::purge::detach_flights_on_invalidation(&cache, &flights);
         let upstream = Upstream::new(&config.upstream, &config.timeouts, metrics.clone());
         // One engine per listener: the same cache, pool and log, each with the modules
         // its listener names.
@@ -128,6 +130,10 @@ impl Server {
                 disk: c.disk_stats().unwrap_or_default(),
             },
             None => Default::default(),
+        }));
+        let weak = Arc::downgrade(&cache);
+        metrics.set_purge_source(Box::new(move || {
+            weak.upgrade().map(|c| c.purge_stats()).unwrap_or_default()
         }));
         let content = crate::content::EngineContent::new(cache.clone());
         let context = weir_api::ModuleContext::new(
@@ -168,6 +174,7 @@ impl Server {
                 allow: l.allow.clone(),
                 connect_ports: l.connect_ports.clone(),
                 router,
+                purge_from: config.cache.purge_from.clone(),
             });
             let listener = bind(l.addr)?;
             addrs.push(
@@ -193,11 +200,13 @@ impl Server {
             Some(addr) => {
                 let listener = bind(addr)?;
                 tracing::info!(addr = %addr, "admin listening");
-                Some(tokio::spawn(crate::admin::serve(
-                    listener,
-                    metrics.clone(),
-                    reload_tx.clone(),
-                )))
+                let admin = crate::admin::Admin {
+                    metrics: metrics.clone(),
+                    reload: reload_tx.clone(),
+                    content: content.clone(),
+                    token: config.admin.token.as_ref().map(|t| t.0.clone()),
+                };
+                Some(tokio::spawn(crate::admin::serve(listener, Arc::new(admin))))
             }
             None => None,
         };

@@ -47,6 +47,8 @@ pub(crate) struct ListenerInfo {
     pub allow: Vec<ipnet::IpNet>,
     pub connect_ports: Vec<u16>,
     pub router: Option<Router>,
+    /// Clients that may PURGE (`[cache] purge_from`).
+    pub purge_from: Vec<ipnet::IpNet>,
 }
 
 /// One client connection.
@@ -330,6 +332,9 @@ async fn transact(
         };
     }
     let target = resolve_target(conn, &parts)?;
+    if crate::purge::is_purge(&parts.method) {
+        return crate::purge::purge(engine, conn, &target);
+    }
     let max_body = engine.limits.max_request_body.0;
     if headers::content_length(&parts.headers).is_some_and(|n| n > max_body) {
         return Err(body_too_large(max_body));

@@ -282,3 +282,21 @@ fn run_refuses_an_invalid_configuration() {
     assert_eq!((line, key.as_str()), (2, "cache.memory"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn run_refuses_an_admin_listener_open_to_other_hosts_without_a_token() {
+    let dir = temp_dir("run-admin-token");
+    let path = dir.join("weir.toml");
+    let port = free_port();
+    std::fs::write(&path, format!("[admin]\nlisten = \"0.0.0.0:{port}\"\n")).unwrap();
+    let out = run_weir(
+        &["run", "--config", path.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr:\n{stderr}");
+    let (line, key, message) = error_line(&stderr, &path);
+    assert_eq!((line, key.as_str()), (2, "admin.listen"));
+    assert!(message.contains("token"), "{message}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -90,6 +90,8 @@ pub(crate) struct Shared {
     counters: Counters,
     /// Whether the last write failed; failures are logged once per episode.
     failing: AtomicBool,
+    /// Whether any key made by a module's variant was indexed.
+    module_variants: AtomicBool,
 }
 
 /// The disk tier.
@@ -144,6 +146,7 @@ impl DiskTier {
             next_id: AtomicU64::new(1),
             counters: Counters::default(),
             failing: AtomicBool::new(false),
+            module_variants: AtomicBool::new(false),
         });
         scan::rebuild(&shared);
         let writer = writer::Writer::start(shared.clone());
@@ -235,19 +238,37 @@ impl DiskTier {
         }
     }
 
-    /// Removes `key`, its variants and its module variants, including writes in progress.
-    pub(crate) fn invalidate(&self, key: &CacheKey) {
+    /// Removes `key`, its variants and its module variants, including writes in
+    /// progress. Returns how many objects were removed.
+    pub(crate) fn invalidate(&self, key: &CacheKey) -> usize {
         let prefix = format!("{}\0", key.as_str());
-        self.shared
-            .pending()
-            .retain(|k, _| k != key && !k.as_str().starts_with(&prefix));
-        if let Some(Entry::Variants(set)) = self.shared.index.get(key) {
-            let keys = std::mem::take(&mut *lock(&set.keys));
-            for k in keys {
-                self.shared.index.invalidate(&k);
+        let related = |k: &CacheKey| k == key || k.as_str().starts_with(&prefix);
+        let mut removed = 0;
+        self.shared.pending().retain(|k, _| {
+            let gone = related(k);
+            removed += usize::from(gone);
+            !gone
+        });
+        match self.shared.index.get(key) {
+            Some(Entry::Variants(set)) => {
+                for k in std::mem::take(&mut *lock(&set.keys)) {
+                    removed += usize::from(self.shared.index.remove(&k).is_some());
+                }
+                self.shared.index.invalidate(key);
             }
+            Some(Entry::Object(_)) => {
+                self.shared.index.invalidate(key);
+                removed += 1;
+            }
+            None => {}
         }
-        self.shared.index.invalidate(key);
+        // Keys a module's variant made are found by walking the index, only when some
+        // were ever stored (rare: most modules vary by a request header instead).
+        if self.shared.module_variants.load(Ordering::Relaxed) {
+            let module_prefix = format!("{}\0~", key.as_str());
+            removed += self.invalidate_where(&|k, _| k.as_str().starts_with(&module_prefix));
+        }
+        removed
     }
 
     /// Removes every entry (and write in progress) whose key and tags satisfy `pred`.
@@ -270,6 +291,26 @@ impl DiskTier {
             self.shared.index.invalidate(key);
         }
         doomed.iter().filter(|(_, object)| *object).count()
+    }
+
+    /// The objects stored for the URL key `key` (each Vary variant), headers read from
+    /// their files (blocking), bodies left there.
+    pub(crate) fn load_all(&self, key: &CacheKey) -> Vec<(CacheKey, Arc<CachedObject>)> {
+        let keys = match self.shared.index.get(key) {
+            None => return Vec::new(),
+            Some(Entry::Object(_)) => vec![key.clone()],
+            Some(Entry::Variants(set)) => lock(&set.keys).clone(),
+        };
+        keys.into_iter()
+            .filter_map(|k| match self.shared.index.get(&k)? {
+                Entry::Object(m) => {
+                    let weak = Arc::downgrade(&self.shared);
+                    let object = read_entry(weak, k.clone(), m.id, 0).ok()?;
+                    Some((k, Arc::new(object)))
+                }
+                Entry::Variants(_) => None,
+            })
+            .collect()
     }
 
     /// Calls `visit` with every indexed key and its tags.
@@ -341,6 +382,9 @@ impl Shared {
     /// Makes a written file visible under `key`, replacing what was there, keeping the
     /// URL's variant list (`base`, `vary`) consistent.
     fn link(&self, key: CacheKey, base: Option<CacheKey>, vary: Vec<HeaderName>, meta: EntryMeta) {
+        if key.has_module_variant() {
+            self.module_variants.store(true, Ordering::Relaxed);
+        }
         let meta = Entry::Object(Arc::new(meta));
         let Some(base) = base else {
             if let Some(Entry::Variants(old)) = self.index.get(&key) {

@@ -90,8 +90,13 @@ async fn survives_a_restart_and_streams_large_bodies() {
     let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
     {
         let c = cache(&dir, 1 << 16);
-        assert!(c.store(&key("/small"), &req, object(&req, b"small body", &[])));
-        assert!(c.store(&key("/big"), &req, object(&req, &big, &[])));
+        assert!(c.store(
+            &key("/small"),
+            &req,
+            object(&req, b"small body", &[]),
+            c.ticket()
+        ));
+        assert!(c.store(&key("/big"), &req, object(&req, &big, &[]), c.ticket()));
         c.flush();
         assert_eq!(c.disk_stats().unwrap().writes, 2);
         // Too large for the memory tier: on disk only.
@@ -126,8 +131,13 @@ async fn variants_survive_a_restart() {
     {
         let c = cache(&dir, 1 << 16);
         let vary = [("vary", "accept-encoding")];
-        c.store(&key("/v"), &gz, object(&gz, b"zipped", &vary));
-        c.store(&key("/v"), &plain, object(&plain, b"plain", &vary));
+        c.store(&key("/v"), &gz, object(&gz, b"zipped", &vary), c.ticket());
+        c.store(
+            &key("/v"),
+            &plain,
+            object(&plain, b"plain", &vary),
+            c.ticket(),
+        );
         c.flush();
     }
     let c = cache(&dir, 1 << 16);
@@ -167,8 +177,18 @@ async fn damaged_entries_are_dropped_and_counted() {
     let req = request(&[]);
     {
         let c = cache(&dir, 1 << 16);
-        c.store(&key("/truncated"), &req, object(&req, &[b'a'; 5000], &[]));
-        c.store(&key("/flipped"), &req, object(&req, &[b'b'; 5000], &[]));
+        c.store(
+            &key("/truncated"),
+            &req,
+            object(&req, &[b'a'; 5000], &[]),
+            c.ticket(),
+        );
+        c.store(
+            &key("/flipped"),
+            &req,
+            object(&req, &[b'b'; 5000], &[]),
+            c.ticket(),
+        );
         c.flush();
     }
     // A stray temporary file, as a crash mid-write leaves.
@@ -211,7 +231,7 @@ async fn a_damaged_streamed_body_ends_in_an_error() {
     let big = vec![b'z'; 200_000];
     {
         let c = cache(&dir, 1024);
-        c.store(&key("/big"), &req, object(&req, &big, &[]));
+        c.store(&key("/big"), &req, object(&req, &big, &[]), c.ticket());
         c.flush();
     }
     let f = entry_files(&dir).pop().unwrap();
@@ -238,7 +258,7 @@ async fn an_unwritable_directory_is_counted_and_writes_resume() {
     // The directory is replaced by a file: every write fails.
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::write(&dir, b"not a directory").unwrap();
-    c.store(&key("/a"), &req, object(&req, b"a", &[]));
+    c.store(&key("/a"), &req, object(&req, b"a", &[]), c.ticket());
     c.flush();
     let stats = c.disk_stats().unwrap();
     assert_eq!((stats.writes, stats.write_errors), (0, 1));
@@ -248,7 +268,7 @@ async fn an_unwritable_directory_is_counted_and_writes_resume() {
         Lookup::Fresh(_)
     ));
     std::fs::remove_file(&dir).unwrap();
-    c.store(&key("/b"), &req, object(&req, b"b", &[]));
+    c.store(&key("/b"), &req, object(&req, b"b", &[]), c.ticket());
     c.flush();
     assert_eq!(c.disk_stats().unwrap().writes, 1);
     assert_eq!(entry_files(&dir).len(), 1);
@@ -260,7 +280,7 @@ async fn invalidation_wins_over_a_queued_write_and_eviction_removes_files() {
     let dir = temp_dir();
     let req = request(&[]);
     let c = cache(&dir, 1 << 16);
-    c.store(&key("/gone"), &req, object(&req, b"x", &[]));
+    c.store(&key("/gone"), &req, object(&req, b"x", &[]), c.ticket());
     c.invalidate(&key("/gone"));
     c.flush();
     assert!(matches!(
@@ -270,10 +290,48 @@ async fn invalidation_wins_over_a_queued_write_and_eviction_removes_files() {
     assert!(entry_files(&dir).is_empty());
 
     // A replacement removes the old file.
-    c.store(&key("/r"), &req, object(&req, b"one", &[]));
+    c.store(&key("/r"), &req, object(&req, b"one", &[]), c.ticket());
     c.flush();
-    c.store(&key("/r"), &req, object(&req, b"two", &[]));
+    c.store(&key("/r"), &req, object(&req, b"two", &[]), c.ticket());
     c.flush();
     assert_eq!(entry_files(&dir).len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn purges_reach_the_disk_tier_after_a_restart() {
+    use crate::Invalidation;
+    let dir = temp_dir();
+    let req = request(&[]);
+    {
+        let c = cache(&dir, 16);
+        for (path, tag) in [
+            ("/a/1", "red"),
+            ("/a/2", "blue"),
+            ("/b/1", "red"),
+            ("/b/2", "green"),
+        ] {
+            let o = object(&req, b"body of some length", &[("surrogate-key", tag)]);
+            assert!(c.store(&key(path), &req, o, c.ticket()));
+        }
+        c.flush();
+    }
+    // Nothing is in memory now: every answer below comes from the disk tier.
+    let c = cache(&dir, 16);
+    let objects = c.objects(&key("/b/2"));
+    assert_eq!(objects.len(), 1);
+    assert_eq!(objects[0].tags, ["green"]);
+    assert_eq!(objects[0].body.len(), 19);
+    assert_eq!(c.purge(Invalidation::Tag("red".into())), 2);
+    assert_eq!(c.purge(Invalidation::Prefix("http://h/a/".into())), 1);
+    assert_eq!(c.invalidate(&key("/b/2")), 1);
+    let now = SystemTime::now();
+    for path in ["/a/1", "/a/2", "/b/1", "/b/2"] {
+        assert!(
+            matches!(c.lookup_disk(&key(path), &req, now).await, Lookup::Miss),
+            "{path}"
+        );
+    }
+    assert!(entry_files(&dir).is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }

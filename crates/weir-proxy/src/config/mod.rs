@@ -2,6 +2,7 @@
 //!
 //! Every setting is documented in `weir.example.toml` at the top of the repository.
 
+mod access;
 mod error;
 mod origin;
 mod spans;
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use ipnet::IpNet;
 use serde::{Deserialize, Deserializer};
 
+pub use access::AdminToken;
 pub use error::ConfigError;
 pub use origin::OriginUrl;
 pub use units::{ByteSize, Seconds};
@@ -122,12 +124,17 @@ pub struct AdminConfig {
     /// (written `"off"`) runs no admin listener.
     #[serde(deserialize_with = "admin_address")]
     pub listen: Option<SocketAddr>,
+    /// The bearer token the `/admin/` endpoints require (`Authorization: Bearer
+    /// <token>`); `/metrics` and `/healthz` stay open. Required when `listen` is not a
+    /// loopback address. Default: none.
+    pub token: Option<AdminToken>,
 }
 
 impl Default for AdminConfig {
     fn default() -> Self {
         AdminConfig {
             listen: Some("127.0.0.1:9090".parse().expect("literal address")),
+            token: None,
         }
     }
 }
@@ -252,6 +259,12 @@ pub struct CacheConfig {
     /// Serve a stale copy this long past its freshness when the origin fails, for
     /// responses without their own `stale-if-error`.
     pub stale_if_error: Seconds,
+    /// Response headers whose values become the stored object's invalidation tags.
+    #[serde(deserialize_with = "access::header_names")]
+    pub tag_headers: Vec<http::HeaderName>,
+    /// Client networks that may send PURGE to a client listener; others get 403.
+    #[serde(deserialize_with = "networks")]
+    pub purge_from: Vec<IpNet>,
 }
 
 impl Default for CacheConfig {
@@ -267,6 +280,8 @@ impl Default for CacheConfig {
             },
             stale_while_revalidate: Seconds::from_secs(0.0),
             stale_if_error: Seconds::from_secs(0.0),
+            tag_headers: access::default_tag_headers(),
+            purge_from: default_allow(),
         }
     }
 }

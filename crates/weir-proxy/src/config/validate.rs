@@ -183,6 +183,21 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
         );
     }
 
+    if let Some(addr) = config.admin.listen {
+        if !addr.ip().is_loopback() && config.admin.token.is_none() {
+            report(
+                vec![
+                    KeyPath::top("admin").key("token"),
+                    KeyPath::top("admin").key("listen"),
+                ],
+                format!(
+                    "the admin listener on {addr} is reachable from other hosts: set \
+                     `[admin] token` so that its content API needs it"
+                ),
+            );
+        }
+    }
+
     if config.log.access.trim().is_empty() {
         report(
             vec![KeyPath::top("log").key("access")],

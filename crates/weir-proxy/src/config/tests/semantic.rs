@@ -198,3 +198,52 @@ fn validate_without_a_file() {
 fn key_paths_quote_unusual_keys() {
     fails("\"a.b\" = 1\n", 1, "\"a.b\"", "unknown field");
 }
+
+#[test]
+fn a_reachable_admin_listener_needs_a_token() {
+    fails(
+        "[admin]\n# open to the network\nlisten = \"0.0.0.0:9090\"\n",
+        3,
+        "admin.listen",
+        "set `[admin] token`",
+    );
+    let c = parse("[admin]\nlisten = \"0.0.0.0:9090\"\ntoken = \"s3cret\"\n");
+    assert_eq!(c.admin.token, Some(AdminToken("s3cret".into())));
+    assert!(
+        !format!("{c:?}").contains("s3cret"),
+        "the token is not printed"
+    );
+    parse("[admin]\nlisten = \"[::1]:9090\"\n");
+    fails(
+        "[admin]\ntoken = \"\"\n",
+        2,
+        "admin.token",
+        "must not be empty",
+    );
+    fails("[admin]\ntoken = \"a b\"\n", 2, "admin.token", "spaces");
+}
+
+#[test]
+fn purge_networks_and_tag_headers() {
+    let c = Config::default();
+    let from: Vec<String> = c.cache.purge_from.iter().map(|n| n.to_string()).collect();
+    assert_eq!(from, ["127.0.0.0/8", "::1/128"]);
+    assert_eq!(c.cache.tag_headers, ["surrogate-key", "cache-tag"]);
+    let c = parse(
+        "[cache]\npurge_from = [\"10.0.0.0/8\", \"192.0.2.7\"]\ntag_headers = [\"X-Tags\"]\n",
+    );
+    assert_eq!(c.cache.purge_from.len(), 2);
+    assert_eq!(c.cache.tag_headers, ["x-tags"]);
+    fails(
+        "[cache]\npurge_from = [\"10.0.0.0/8\",\n  \"nope\"]\n",
+        3,
+        "cache.purge_from[1]",
+        "not a network",
+    );
+    fails(
+        "[cache]\ntag_headers = [\n  \"Surrogate-Key\",\n  \"bad header\",\n]\n",
+        4,
+        "cache.tag_headers[1]",
+        "not a header name",
+    );
+}

@@ -1,5 +1,13 @@
-//! The admin listener: `/metrics` for Prometheus, `/healthz` for liveness probes, and
-//! `POST /admin/reload` to reload the configuration (as SIGHUP does).
+//! The admin listener: `/metrics` for Prometheus, `/healthz` for liveness probes,
+//! `POST /admin/reload` to reload the configuration (as SIGHUP does), and the content
+//! API under `/admin/` (query, read, inject, delete, purge, preload, validate, expire;
+//! see docs/operations.md). Every `/admin/` path needs the bearer token when
+//! `[admin] token` is set; `/metrics` and `/healthz` stay open.
+
+mod actions;
+mod auth;
+mod cache;
+mod json;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -7,7 +15,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, Method, Request, Response, StatusCode};
-use http_body_util::Full;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -15,8 +24,22 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
+use crate::content::EngineContent;
 use crate::metrics::{Metrics, OPENMETRICS_CONTENT_TYPE};
 use crate::server::ReloadRequest;
+
+/// What the admin listener answers with: whole bodies, or a stored body streamed.
+pub(crate) type AdminBody = UnsyncBoxBody<Bytes, Infallible>;
+
+/// What the admin listener serves.
+pub(crate) struct Admin {
+    pub metrics: Arc<Metrics>,
+    pub reload: ReloadSender,
+    /// The cache, managed as modules manage it.
+    pub content: Arc<EngineContent>,
+    /// `[admin] token`.
+    pub token: Option<String>,
+}
 
 /// Where reload requests go (the process's main loop, which owns the configuration
 /// file and the module factories).
@@ -29,7 +52,7 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(10);
 
 /// Serves the admin listener until the task is aborted.
-pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>, reload: ReloadSender) {
+pub(crate) async fn serve(listener: TcpListener, admin: Arc<Admin>) {
     // Connections live in the set so that aborting this task ends them too.
     let mut connections = JoinSet::new();
     loop {
@@ -44,18 +67,11 @@ pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>, reload: 
             },
             Some(_) = connections.join_next() => continue,
         };
-        let metrics = metrics.clone();
-        let reload = reload.clone();
+        let admin = admin.clone();
         connections.spawn(async move {
             let service = service_fn(move |req: Request<Incoming>| {
-                let metrics = metrics.clone();
-                let reload = reload.clone();
-                async move {
-                    if req.uri().path() == "/admin/reload" {
-                        return Ok::<_, Infallible>(reload_now(&req, &reload).await);
-                    }
-                    Ok::<_, Infallible>(respond(&req, &metrics))
-                }
+                let admin = admin.clone();
+                async move { Ok::<_, Infallible>(route(&admin, req).await) }
             });
             let result = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -68,6 +84,49 @@ pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>, reload: 
             }
         });
     }
+}
+
+async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
+    let path = req.uri().path();
+    if path != "/admin" && !path.starts_with("/admin/") {
+        return respond(&req, &admin.metrics).map(|b| b.boxed_unsync());
+    }
+    if !auth::allowed(admin.token.as_deref(), req.headers()) {
+        let mut r = json::error(
+            StatusCode::UNAUTHORIZED,
+            "this needs the admin token: Authorization: Bearer <token>",
+        );
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer realm=\"weir\""),
+        );
+        return r;
+    }
+    let content = &admin.content;
+    match path {
+        "/admin/reload" => reload_now(&req, &admin.reload)
+            .await
+            .map(|b| b.boxed_unsync()),
+        "/admin/cache" => cache::object(content, req).await,
+        "/admin/cache/body" => cache::body(content, req).await,
+        "/admin/cache/validate" => cache::validate(content, req).await,
+        "/admin/cache/expiry" => cache::expiry(content, req).await,
+        "/admin/purge" => actions::purge(content, req).await,
+        "/admin/preload" => actions::preload(content, req).await,
+        _ => json::error(
+            StatusCode::NOT_FOUND,
+            "no such admin endpoint; see docs/operations.md",
+        ),
+    }
+}
+
+/// A whole body with `content_type`, as the admin API answers.
+pub(super) fn full(
+    status: StatusCode,
+    content_type: &'static str,
+    body: Bytes,
+) -> Response<AdminBody> {
+    reply(status, content_type, body).map(|b| b.boxed_unsync())
 }
 
 fn respond(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
@@ -178,7 +237,14 @@ mod tests {
         let metrics = Arc::new(Metrics::new());
         metrics.error(crate::metrics::ErrorKind::BadRequest);
         let (reload, mut requests) = tokio::sync::mpsc::channel(1);
-        let task = tokio::spawn(serve(listener, metrics, reload));
+        let cache = weir_cache::Cache::new(weir_cache::CacheSettings::default());
+        let admin = Admin {
+            metrics,
+            reload,
+            content: EngineContent::new(Arc::new(cache)),
+            token: None,
+        };
+        let task = tokio::spawn(serve(listener, Arc::new(admin)));
         // Stands in for the main loop: refuses the first reload, accepts the second.
         tokio::spawn(async move {
             let mut n = 0;

@@ -1,0 +1,251 @@
+//! Purges: of a URL (all its variants), of every URL under a prefix, of every object
+//! carrying a tag; and their counts.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use crate::cache::Cache;
+use crate::invalidation::Invalidation;
+use crate::key::CacheKey;
+use crate::storage::StoredItem;
+
+/// Objects removed by invalidations, by kind, and responses not stored because an
+/// invalidation happened during their fetch. Totals since start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PurgeStats {
+    /// Objects removed by URL (purges, deletes, writes through the proxy).
+    pub by_url: u64,
+    /// Objects removed by URL prefix.
+    pub by_prefix: u64,
+    /// Objects removed by tag.
+    pub by_tag: u64,
+    /// Responses refused by [`Cache::store`] because of an invalidation during their
+    /// fetch.
+    pub refused_stores: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    by_url: AtomicU64,
+    by_prefix: AtomicU64,
+    by_tag: AtomicU64,
+    refused: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn refused(&self) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn removed(&self, what: &Invalidation, n: usize) {
+        let counter = match what {
+            Invalidation::Url(_) => &self.by_url,
+            Invalidation::Prefix(_) => &self.by_prefix,
+            Invalidation::Tag(_) => &self.by_tag,
+        };
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+impl Cache {
+    /// Removes every object `what` applies to, and keeps fetches in flight from storing
+    /// what it applies to. A prefix or a tag walks every stored key. Returns how many
+    /// objects were removed.
+    pub fn purge(&self, what: Invalidation) -> usize {
+        let seq = self.invalidations.record(what.clone(), Instant::now());
+        if let Some(listener) = self.listener.get() {
+            listener(&what);
+        }
+        let removed = match &what {
+            Invalidation::Url(url) => self.remove_url(url),
+            Invalidation::Prefix(prefix) => {
+                self.module_variants
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .by_url
+                    .retain(|url, _| !url.starts_with(prefix.as_str()));
+                self.remove_where(|key, _| key.url().starts_with(prefix.as_str()))
+            }
+            Invalidation::Tag(tag) => self.remove_where(|_, tags| tags.iter().any(|t| t == tag)),
+        };
+        self.invalidations.done(seq);
+        self.stats.removed(&what, removed);
+        removed
+    }
+
+    /// Objects removed and stores refused so far.
+    pub fn purge_stats(&self) -> PurgeStats {
+        let s = &self.stats;
+        PurgeStats {
+            by_url: s.by_url.load(Ordering::Relaxed),
+            by_prefix: s.by_prefix.load(Ordering::Relaxed),
+            by_tag: s.by_tag.load(Ordering::Relaxed),
+            refused_stores: s.refused.load(Ordering::Relaxed),
+        }
+    }
+
+    fn remove_url(&self, url: &str) -> usize {
+        let key = CacheKey::from_url(url);
+        let mut removed = self.remove_key(&key);
+        for k in self.module_variant_keys(url, true) {
+            removed += self.remove_key(&k);
+        }
+        removed
+    }
+
+    /// Removes every object (and variant list) whose key and tags `matches` accepts.
+    fn remove_where(&self, matches: impl Fn(&CacheKey, &[String]) -> bool) -> usize {
+        let mut keys = Vec::new();
+        self.storage.for_each(&mut |key, tags| {
+            if matches(key, tags) {
+                keys.push(key.clone());
+            }
+        });
+        let mut removed = 0;
+        for key in keys {
+            if let Some(StoredItem::Object(_)) = self.storage.get(&key) {
+                removed += 1;
+            }
+            self.storage.remove(&key);
+        }
+        // Objects on disk are usually in memory too: count each once.
+        let on_disk = self
+            .disk
+            .as_ref()
+            .map_or(0, |d| d.invalidate_where(&matches));
+        removed.max(on_disk)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::SystemTime;
+
+    use bytes::Bytes;
+    use http::{request, HeaderMap, StatusCode};
+
+    use super::*;
+    use crate::{CacheSettings, CachedObject, Lookup, StoragePolicy, Ticket};
+
+    fn cache() -> Cache {
+        Cache::new(CacheSettings {
+            memory_bytes: 1 << 20,
+            max_object_bytes: 1 << 16,
+            ..CacheSettings::default()
+        })
+    }
+
+    fn get(url: &str, headers: &[(&str, &str)]) -> request::Parts {
+        let mut b = http::Request::get(url);
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    fn object(req: &request::Parts, headers: &[(&str, &str)]) -> CachedObject {
+        let mut h = HeaderMap::new();
+        h.insert("cache-control", "max-age=60".parse().unwrap());
+        for (k, v) in headers {
+            h.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        let mut parts = http::Response::new(()).into_parts().0;
+        parts.headers = h.clone();
+        let now = SystemTime::now();
+        let policy = StoragePolicy::new(req, &parts, now, 0.1);
+        CachedObject::new(StatusCode::OK, h, Bytes::from_static(b"x"), policy)
+    }
+
+    fn key(path: &str) -> CacheKey {
+        CacheKey::for_url("http", "h", path)
+    }
+
+    /// Stores a response for `path` with `response` headers, for a request with
+    /// `request` headers, under the ticket `t`.
+    fn put(c: &Cache, path: &str, variant: Option<&str>, h: &[(&str, &str)], t: Ticket) -> bool {
+        let req = get(&format!("http://h{path}"), &[("accept-language", "en")]);
+        let mut k = key(path);
+        if let Some(v) = variant {
+            k = k.with_module_variant(v);
+        }
+        c.store(&k, &req, object(&req, h), t)
+    }
+
+    fn fresh(c: &Cache, path: &str) -> bool {
+        let req = get(&format!("http://h{path}"), &[("accept-language", "en")]);
+        matches!(
+            c.lookup(&key(path), &req, SystemTime::now()),
+            Lookup::Fresh(_)
+        )
+    }
+
+    #[test]
+    fn tags_come_from_the_tag_headers_and_join_the_modules() {
+        let c = cache();
+        let req = get("http://h/a", &[]);
+        let o = object(&req, &[("surrogate-key", "k1 k2"), ("cache-tag", "t1,k1")])
+            .with_tags(vec!["m".into()]);
+        assert!(c.store(&key("/a"), &req, o, c.ticket()));
+        let stored: Arc<CachedObject> = c.objects(&key("/a")).remove(0);
+        assert_eq!(stored.tags, ["m", "k1", "k2", "t1"]);
+    }
+
+    #[test]
+    fn a_url_purge_takes_every_variant_and_module_variant() {
+        let c = cache();
+        let t = c.ticket();
+        assert!(put(&c, "/a", None, &[("vary", "accept-language")], t));
+        assert!(put(&c, "/a", Some("gzip"), &[], t));
+        assert!(put(&c, "/a", Some("br"), &[("vary", "accept-language")], t));
+        assert!(put(&c, "/b", None, &[], t));
+        assert_eq!(c.objects(&key("/a")).len(), 3);
+        assert_eq!(c.invalidate(&key("/a")), 3);
+        assert!(c.objects(&key("/a")).is_empty());
+        assert!(fresh(&c, "/b"));
+        assert_eq!(c.purge_stats().by_url, 3);
+        // The fetches that started before cannot store; later ones can.
+        assert!(!put(&c, "/a", Some("gzip"), &[], t));
+        assert_eq!(c.purge_stats().refused_stores, 1);
+        assert!(put(&c, "/a", None, &[], c.ticket()));
+        assert!(put(&c, "/b", None, &[], t), "another URL is not affected");
+    }
+
+    #[test]
+    fn prefix_and_tag_purges() {
+        let c = cache();
+        let t = c.ticket();
+        assert!(put(&c, "/img/1", None, &[("surrogate-key", "red")], t));
+        assert!(put(&c, "/img/2", Some("v"), &[], t));
+        assert!(put(&c, "/imgx", None, &[("cache-tag", "red, blue")], t));
+        assert!(put(&c, "/doc", None, &[("vary", "accept-language")], t));
+        assert_eq!(c.purge(Invalidation::Prefix("http://h/img/".into())), 2);
+        assert!(!fresh(&c, "/img/1") && fresh(&c, "/imgx"));
+        assert!(c.objects(&key("/img/2")).is_empty());
+        assert_eq!(c.purge(Invalidation::Tag("blue".into())), 1);
+        assert!(!fresh(&c, "/imgx") && fresh(&c, "/doc"));
+        assert_eq!(c.purge(Invalidation::Tag("none".into())), 0);
+        let s = c.purge_stats();
+        assert_eq!((s.by_prefix, s.by_tag), (2, 1));
+        assert!(!put(&c, "/img/3", None, &[], t));
+        assert!(!put(&c, "/other", None, &[("surrogate-key", "x blue")], t));
+        assert!(put(&c, "/other", None, &[("surrogate-key", "x")], t));
+    }
+
+    #[test]
+    fn the_listener_hears_every_invalidation_and_update_respects_them() {
+        let c = cache();
+        let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let h = heard.clone();
+        c.on_invalidate(Box::new(move |i| h.lock().unwrap().push(i.kind())));
+        assert!(put(&c, "/a", None, &[], c.ticket()));
+        assert_eq!(c.update(&key("/a"), |o| o.with_policy(o.policy.clone())), 1);
+        c.invalidate(&key("/a"));
+        c.purge(Invalidation::Tag("t".into()));
+        assert_eq!(*heard.lock().unwrap(), ["url", "tag"]);
+        assert_eq!(c.update(&key("/a"), |o| o.with_policy(o.policy.clone())), 0);
+    }
+}

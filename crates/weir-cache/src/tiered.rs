@@ -1,0 +1,92 @@
+//! The cache facade's disk-tier calls: lookups after a memory miss, objects for the
+//! content manager, counters, and flushing at shutdown.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use http::request;
+
+use crate::cache::{Cache, Lookup};
+use crate::disk::{DiskStats, DiskTier};
+use crate::key::CacheKey;
+use crate::object::CachedObject;
+use crate::policy::Freshness;
+
+impl Cache {
+    /// Whether there is a disk tier to look in after a memory miss.
+    pub fn has_disk(&self) -> bool {
+        self.disk.is_some()
+    }
+
+    /// The largest body the memory tier keeps.
+    pub(crate) fn memory_object_limit(&self) -> u64 {
+        if self.disk.is_some() {
+            self.settings().max_memory_object_bytes
+        } else {
+            self.settings().max_object_bytes
+        }
+    }
+
+    /// Looks in the disk tier, after [`Cache::lookup`] found nothing in memory. A body
+    /// small enough for the memory tier is read whole, checked and promoted there;
+    /// a larger one is returned as an open file to stream.
+    pub async fn lookup_disk(
+        &self,
+        key: &CacheKey,
+        request: &request::Parts,
+        now: SystemTime,
+    ) -> Lookup {
+        let Some(disk) = &self.disk else {
+            return Lookup::Miss;
+        };
+        let Some(found) = disk.find(key, &request.headers) else {
+            return Lookup::Miss;
+        };
+        let limit = self.memory_object_limit();
+        let Some(object) = disk.read(found, limit).await else {
+            return Lookup::Miss;
+        };
+        if object
+            .body
+            .in_memory()
+            .is_some_and(|b| b.len() as u64 <= limit)
+        {
+            self.insert_memory(key, request, object.clone());
+        }
+        match object.freshness(request, now) {
+            Freshness::Fresh => Lookup::Fresh(object),
+            Freshness::Stale => Lookup::Stale(object),
+        }
+    }
+
+    /// The objects of `key` on disk, when none is in memory: headers are read from
+    /// their files (blocking), bodies stay there to be streamed.
+    pub(crate) fn disk_objects(&self, key: &CacheKey) -> Vec<(CacheKey, Arc<CachedObject>)> {
+        self.disk
+            .as_ref()
+            .map(|d| d.load_all(key))
+            .unwrap_or_default()
+    }
+
+    /// The disk tier's counters, when there is one.
+    pub fn disk_stats(&self) -> Option<DiskStats> {
+        self.disk.as_ref().map(DiskTier::stats)
+    }
+
+    /// Waits until every disk write queued so far has finished (for a clean shutdown,
+    /// and for tests). Blocks the calling thread.
+    pub fn flush(&self) {
+        if let Some(disk) = &self.disk {
+            disk.flush();
+        }
+    }
+
+    /// Calls `visit` with every key stored in either tier and its tags (a key in both
+    /// tiers is visited twice).
+    pub fn for_each(&self, visit: &mut dyn FnMut(&CacheKey, &[String])) {
+        self.storage.for_each(visit);
+        if let Some(disk) = &self.disk {
+            disk.for_each(visit);
+        }
+    }
+}

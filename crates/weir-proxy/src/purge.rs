@@ -1,0 +1,76 @@
+//! The PURGE method on client listeners (as Squid and Varnish take it): removes what is
+//! stored for the request's URL, all variants included. Never forwarded to the origin.
+//! Also: fetches in flight stop taking new readers when an invalidation applies to them.
+
+use std::sync::Arc;
+
+use http::header::HeaderValue;
+use http::{Method, StatusCode};
+use weir_cache::{Cache, Coalescer, Invalidation};
+
+use crate::cached::FlightHead;
+use crate::error::ProxyError;
+use crate::metrics::CacheOutcome;
+use crate::service::{ConnInfo, Engine, Served, Target};
+
+/// Whether `method` is PURGE (methods are case-sensitive, RFC 9110 §9.1).
+pub(crate) fn is_purge(method: &Method) -> bool {
+    method.as_str() == "PURGE"
+}
+
+/// Answers a PURGE: 403 outside `[cache] purge_from`, 200 when something was removed,
+/// 404 when nothing was stored.
+pub(crate) fn purge(
+    engine: &Engine,
+    conn: &ConnInfo,
+    target: &Target,
+) -> Result<Served, ProxyError> {
+    let ip = conn.client.ip().to_canonical();
+    if !conn.listener.purge_from.iter().any(|n| n.contains(&ip)) {
+        return Err(ProxyError::forbidden(format!(
+            "PURGE is not allowed from {ip} (see [cache] purge_from)"
+        )));
+    }
+    let key = crate::cached::cache_key(target);
+    let removed = engine.cache.invalidate(&key);
+    let (status, reason) = match removed {
+        0 => (
+            StatusCode::NOT_FOUND,
+            format!("nothing stored for {}", key.url()),
+        ),
+        n => (
+            StatusCode::OK,
+            format!("purged {n} object(s) of {}", key.url()),
+        ),
+    };
+    let answer = ProxyError {
+        status,
+        kind: None,
+        reason,
+        close: false,
+        detail: None,
+    };
+    Ok(Served {
+        response: answer.into_response(),
+        outcome: CacheOutcome::Bypass,
+        cache_status: HeaderValue::from_static("weir; detail=purge"),
+        upstream: None,
+        origin_body: false,
+    })
+}
+
+/// Makes every invalidation of `cache` detach the fetches in flight it applies to, so
+/// that a request arriving after it starts a fetch of its own instead of being served
+/// what was fetched before. A tag's fetches are not known until their headers are
+/// stored, so a ban by tag detaches every fetch in flight.
+pub(crate) fn detach_flights_on_invalidation(cache: &Cache, flights: &Arc<Coalescer<FlightHead>>) {
+    let flights = Arc::downgrade(flights);
+    cache.on_invalidate(Box::new(move |what| {
+        if let Some(flights) = flights.upgrade() {
+            flights.detach(|key| match what {
+                Invalidation::Tag(_) => true,
+                _ => what.matches(key.url(), &[]),
+            });
+        }
+    }));
+}
