@@ -75,7 +75,32 @@ async fn a_restart_keeps_the_cache_and_large_bodies_stream_from_disk() {
         .await
         .is_some_and(|s| s.success()));
 
-    let second = forward_with_disk(&dir, &options);
+    let second = Proxy::builder()
+        .forward()
+        .option("cache", "disk", &disk(&dir))
+        .option("cache", "max_memory_object", "64KiB")
+        .option("admin", "token", "secret")
+        .start();
+    // The admin API reads what only the disk holds: metadata, then the streamed body.
+    let admin = direct_client();
+    let auth = [("authorization", "Bearer secret")];
+    let large = origin.url("/large");
+    let q = format!("http://{}/admin/cache?url={large}", second.admin_addr());
+    let r = get(&admin, &q, &auth).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().contains(&format!("{}", 3 << 20)), "{}", r.text());
+    let r = get(
+        &admin,
+        &format!(
+            "http://{}/admin/cache/body?url={large}",
+            second.admin_addr()
+        ),
+        &auth,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(r.body == pattern(3 << 20), "admin body differs");
+
     let client = proxied_client(second.forward_addr());
     let r = get(&client, &origin.url("/small"), &[]).await;
     assert_eq!(r.text(), "small body");

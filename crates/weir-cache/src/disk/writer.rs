@@ -17,7 +17,7 @@ use crate::object::CachedObject;
 
 /// Writes queued at most; more are dropped (and counted) rather than let memory grow
 /// behind a slow disk.
-const QUEUE_LEN: usize = 1024;
+const QUEUE_LEN: usize = 4096;
 /// Body bytes queued at most, for the same reason.
 const QUEUE_BYTES: u64 = 256 << 20;
 /// Bytes copied per step when a body is rewritten from another file.
