@@ -67,6 +67,7 @@ pub(crate) async fn establish(
                 client = header.source.unwrap_or(peer);
                 rest = header.rest;
             }
+            Ok(Err(proxy_protocol::HeaderError::Empty)) => return None,
             Ok(Err(e)) => {
                 tracing::debug!(%peer, "PROXY header refused: {e:?}");
                 metrics.connection_refused(Refusal::ProxyHeader);
@@ -79,27 +80,39 @@ pub(crate) async fn establish(
             }
         }
     }
+    if setup.tls.is_some() && rest.is_empty() {
+        // A connection closed before its first byte (a TCP health check, a port
+        // probe) is no failed handshake: close it without counting it.
+        let mut first = [0u8; 1];
+        match tokio::time::timeout_at(deadline, stream.peek(&mut first)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return None,
+            Ok(Ok(_)) => {}
+            Err(_) => {
+                tracing::debug!(%peer, "no TLS handshake in time");
+                metrics.connection_refused(Refusal::TlsTimeout);
+                return None;
+            }
+        }
+    }
     let stream = Prefixed::new(rest, stream);
     let io = match &setup.tls {
         None => ClientIo::Plain(stream),
-        Some(tls) => {
-            match tokio::time::timeout_at(deadline, tls.acceptor().accept(stream)).await {
-                Ok(Ok(tls_stream)) => {
-                    metrics.tls_handshake(tls::alpn_label(tls_stream.get_ref().1));
-                    ClientIo::Tls(Box::new(tls_stream))
-                }
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, "TLS handshake failed: {e}");
-                    metrics.connection_refused(Refusal::TlsHandshake);
-                    return None;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake not done in time");
-                    metrics.connection_refused(Refusal::TlsTimeout);
-                    return None;
-                }
+        Some(tls) => match tokio::time::timeout_at(deadline, tls.acceptor().accept(stream)).await {
+            Ok(Ok(tls_stream)) => {
+                metrics.tls_handshake(tls::alpn_label(tls_stream.get_ref().1));
+                ClientIo::Tls(Box::new(tls_stream))
             }
-        }
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, "TLS handshake failed: {e}");
+                metrics.connection_refused(Refusal::TlsHandshake);
+                return None;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake not done in time");
+                metrics.connection_refused(Refusal::TlsTimeout);
+                return None;
+            }
+        },
     };
     Some(Established {
         io,

@@ -28,6 +28,9 @@ pub(crate) enum HeaderError {
     Invalid(String),
     /// The peer closed (or failed) before a complete header.
     Closed,
+    /// The peer closed without sending a byte: a balancer's TCP health check, not
+    /// an error.
+    Empty,
 }
 
 /// What the header said.
@@ -63,6 +66,9 @@ pub(crate) async fn read_header<IO: AsyncRead + Unpin>(
             .await
             .map_err(|_| HeaderError::Closed)?;
         buf.truncate(start + n);
+        if n == 0 && start == 0 {
+            return Err(HeaderError::Empty);
+        }
         if n == 0 {
             return Err(HeaderError::Closed);
         }
@@ -252,8 +258,8 @@ mod tests {
 
     #[test]
     fn v1_tcp4_and_tcp6_give_the_source_and_keep_what_follows() {
-        let h = header(b"PROXY TCP4 203.0.113.7 192.0.2.1 56324 443\r\nGET / HTTP/1.1\r\n")
-            .unwrap();
+        let h =
+            header(b"PROXY TCP4 203.0.113.7 192.0.2.1 56324 443\r\nGET / HTTP/1.1\r\n").unwrap();
         assert_eq!(h.source, Some("203.0.113.7:56324".parse().unwrap()));
         assert_eq!(h.destination, Some("192.0.2.1:443".parse().unwrap()));
         assert_eq!(h.rest, b"GET / HTTP/1.1\r\n");
@@ -281,8 +287,18 @@ mod tests {
         assert_eq!(h.rest, b"\x16\x03\x01");
 
         let mut a = Vec::new();
-        a.extend_from_slice(&"2001:db8::7".parse::<std::net::Ipv6Addr>().unwrap().octets());
-        a.extend_from_slice(&"2001:db8::1".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        a.extend_from_slice(
+            &"2001:db8::7"
+                .parse::<std::net::Ipv6Addr>()
+                .unwrap()
+                .octets(),
+        );
+        a.extend_from_slice(
+            &"2001:db8::1"
+                .parse::<std::net::Ipv6Addr>()
+                .unwrap()
+                .octets(),
+        );
         a.extend_from_slice(&[0, 80, 1, 187]);
         let h = header(&v2(1, 0x21, &a, &[])).unwrap();
         assert_eq!(h.source, Some("[2001:db8::7]:80".parse().unwrap()));
@@ -334,7 +350,7 @@ mod tests {
 
     #[test]
     fn a_header_cut_short_is_closed_not_accepted() {
-        assert_eq!(header(b""), Err(HeaderError::Closed));
+        assert_eq!(header(b""), Err(HeaderError::Empty));
         assert_eq!(header(b"PROXY TCP4 1.2.3.4"), Err(HeaderError::Closed));
         assert_eq!(header(&V2_SIGNATURE[..7]), Err(HeaderError::Closed));
         let full = v2(1, 0x11, &[1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 0, 2], &[]);

@@ -23,16 +23,14 @@ pub(crate) fn original_destination(stream: &TcpStream) -> Option<SocketAddr> {
                 u16::from_be(a.sin_port),
             ))
         }),
-        SocketAddr::V6(_) => getsockopt(stream, sockopt::Ip6tOriginalDst)
-            .ok()
-            .map(|a| {
-                SocketAddr::V6(SocketAddrV6::new(
-                    Ipv6Addr::from(a.sin6_addr.s6_addr),
-                    u16::from_be(a.sin6_port),
-                    0,
-                    a.sin6_scope_id,
-                ))
-            }),
+        SocketAddr::V6(_) => getsockopt(stream, sockopt::Ip6tOriginalDst).ok().map(|a| {
+            SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(a.sin6_addr.s6_addr),
+                u16::from_be(a.sin6_port),
+                0,
+                a.sin6_scope_id,
+            ))
+        }),
     }?;
     // Without a redirect, connection tracking reports the address the client really
     // reached: Weir itself, which is no origin.
@@ -142,7 +140,10 @@ mod tests {
         assert_eq!((t.origin.host.as_str(), t.origin.port), ("example.org", 80));
         assert_eq!(t.host, "Example.org");
         let t = target(&parts(Some("[2001:db8::1]:8080")), dst, "/".into()).unwrap();
-        assert_eq!((t.origin.host.as_str(), t.origin.port), ("2001:db8::1", 8080));
+        assert_eq!(
+            (t.origin.host.as_str(), t.origin.port),
+            ("2001:db8::1", 8080)
+        );
         assert!(target(&parts(Some("a b")), dst, "/".into()).is_err());
         assert!(target(&parts(Some("u@h")), dst, "/".into()).is_err());
     }
@@ -154,7 +155,10 @@ mod tests {
         assert_eq!((t.origin.host.as_str(), t.origin.port), ("192.0.2.1", 8080));
         assert_eq!(t.host, "192.0.2.1:8080");
         let dst6 = Some("[2001:db8::1]:80".parse().unwrap());
-        assert_eq!(target(&parts(None), dst6, "/".into()).unwrap().host, "[2001:db8::1]");
+        assert_eq!(
+            target(&parts(None), dst6, "/".into()).unwrap().host,
+            "[2001:db8::1]"
+        );
         assert!(target(&parts(None), None, "/".into()).is_err());
     }
 }
