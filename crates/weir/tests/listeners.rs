@@ -458,14 +458,13 @@ fn failed_and_slow_handshakes_are_counted_and_harm_nothing() {
 
 /// A PROXY v2 header for a TCP/IPv4 connection from `src`.
 fn proxy_v2(src: std::net::SocketAddrV4, dst: std::net::SocketAddrV4) -> Vec<u8> {
-    let header = ppp::v2::Builder::with_addresses(
+    ppp::v2::Builder::with_addresses(
         ppp::v2::Version::Two | ppp::v2::Command::Proxy,
         ppp::v2::Protocol::Stream,
         (std::net::SocketAddr::V4(src), std::net::SocketAddr::V4(dst)),
     )
     .build()
-    .expect("build a PROXY v2 header");
-    header
+    .expect("build a PROXY v2 header")
 }
 
 fn get_after(header: &[u8], addr: std::net::SocketAddr, path: &str) -> RawResponse {
