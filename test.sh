@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace on a fresh Debian machine with a Rust toolchain.
-# Installs what the tests need (curl, for the tests that drive a real curl client),
-# then builds once and runs the unit and integration tests. Idempotent.
+# Installs what the tests need (curl, for the tests that drive a real curl client;
+# h2load from nghttp2-client, for a short HTTP/2 load over TLS; ip and iptables, for
+# the transparent-proxy test in a network namespace), then builds once and runs the
+# unit and integration tests. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 need=()
 command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v h2load >/dev/null 2>&1 || need+=(nghttp2-client)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v iptables >/dev/null 2>&1 || need+=(iptables)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi

@@ -15,6 +15,7 @@ mod error;
 mod framing;
 mod headers;
 mod hooks;
+mod listener;
 pub mod metrics;
 mod modules;
 mod purge;

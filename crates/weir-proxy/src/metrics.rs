@@ -17,7 +17,10 @@ use prometheus_client::registry::{Metric, Registry, Unit};
 
 use crate::config::ListenMode;
 
+mod listener;
 mod purge;
+
+pub use listener::{Alpn, Refusal};
 
 /// How a transaction was served, for metrics, the access log and `Cache-Status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,12 +144,17 @@ const DURATION_BUCKETS: [f64; 18] = [
     5.0, 10.0, 30.0, 60.0,
 ];
 
-const MODES: [ListenMode; 2] = [ListenMode::Forward, ListenMode::Reverse];
+const MODES: [ListenMode; 3] = [
+    ListenMode::Forward,
+    ListenMode::Reverse,
+    ListenMode::Transparent,
+];
 
 fn mode_index(mode: ListenMode) -> usize {
     match mode {
         ListenMode::Forward => 0,
         ListenMode::Reverse => 1,
+        ListenMode::Transparent => 2,
     }
 }
 
@@ -176,6 +184,7 @@ pub struct Metrics {
     origin_reused: Counter,
     cache_source: Arc<Mutex<Option<CacheSource>>>,
     purge_source: purge::PurgeSource,
+    listener: listener::ListenerCounters,
     module_failures: prometheus_client::metrics::family::Family<Vec<(String, String)>, Counter>,
     /// Counters modules registered: (metric name, help, counter).
     module_counters: Mutex<Vec<(String, String, weir_api::Counter)>>,
@@ -283,6 +292,7 @@ impl Metrics {
         );
 
         let purge_source = purge::register(&mut r);
+        let listener = listener::ListenerCounters::register(&mut r);
 
         let module_failures = prometheus_client::metrics::family::Family::default();
         r.register(
@@ -305,6 +315,7 @@ impl Metrics {
             origin_reused,
             cache_source,
             purge_source,
+            listener,
         }
     }
 
@@ -355,6 +366,16 @@ impl Metrics {
     /// One error of this kind.
     pub fn error(&self, kind: ErrorKind) {
         self.errors[kind as usize].inc();
+    }
+
+    /// A client connection closed before HTTP, for this reason.
+    pub fn connection_refused(&self, why: Refusal) {
+        self.listener.refused(why);
+    }
+
+    /// A TLS handshake on a client listener completed.
+    pub fn tls_handshake(&self, alpn: Alpn) {
+        self.listener.handshake(alpn);
     }
 
     /// A new connection to an origin was opened.

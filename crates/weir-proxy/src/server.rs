@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 use crate::access_log::AccessLog;
 use crate::config::{Config, ConfigError, ListenMode, Scheduler};
 use crate::framing::FramingGuard;
+use crate::listener::{tls::TlsListener, ClientIo};
 use crate::metrics::Metrics;
 use crate::route::Router;
 use crate::service::{ConnInfo, Engine, ListenerInfo};
@@ -50,6 +51,8 @@ pub struct Server {
     metrics: Arc<Metrics>,
     /// Each listener's engine, with the address it was configured with.
     engines: Vec<(SocketAddr, Arc<Engine>)>,
+    /// The certificates of each TLS listener, by configured address; a reload swaps them.
+    tls: Vec<(SocketAddr, Arc<TlsListener>)>,
     reload_requests: Option<tokio::sync::mpsc::Receiver<ReloadRequest>>,
     log: Option<Arc<AccessLog>>,
     cache: Arc<weir_cache::Cache>,
@@ -160,14 +163,25 @@ impl Server {
         )?);
         let mut accept_tasks = Vec::new();
         let mut engines = Vec::new();
+        let mut tls_listeners = Vec::new();
         let mut addrs = Vec::new();
         for l in &config.listen {
+            let tls = match &l.tls {
+                Some(t) => {
+                    let t = Arc::new(TlsListener::new(t).map_err(|e| {
+                        StartError(format!("listener {}: tls: {}", l.addr, e.message))
+                    })?);
+                    tls_listeners.push((l.addr, t.clone()));
+                    Some(t)
+                }
+                None => None,
+            };
             let router = match l.mode {
                 ListenMode::Reverse => Some(
                     Router::from_config(l)
                         .map_err(|e| StartError(format!("listener {}: {e}", l.addr)))?,
                 ),
-                ListenMode::Forward => None,
+                ListenMode::Forward | ListenMode::Transparent => None,
             };
             let info = Arc::new(ListenerInfo {
                 mode: l.mode,
@@ -175,6 +189,12 @@ impl Server {
                 connect_ports: l.connect_ports.clone(),
                 router,
                 purge_from: config.cache.purge_from.clone(),
+                setup: crate::listener::Setup {
+                    proxy_protocol: l.proxy_protocol,
+                    tls,
+                    transparent: l.mode == ListenMode::Transparent,
+                    handshake_timeout: config.timeouts.client_handshake.0,
+                },
             });
             let listener = bind(l.addr)?;
             addrs.push(
@@ -182,7 +202,13 @@ impl Server {
                     .local_addr()
                     .map_err(|e| StartError(e.to_string()))?,
             );
-            tracing::info!(addr = %l.addr, mode = l.mode.as_str(), "listening");
+            tracing::info!(
+                addr = %l.addr,
+                mode = l.mode.as_str(),
+                tls = l.tls.is_some(),
+                proxy_protocol = l.proxy_protocol,
+                "listening"
+            );
             let engine = engine_for(loaded.chains_for(l));
             engines.push((l.addr, engine.clone()));
             accept_tasks.push(tokio::spawn(accept_loop(
@@ -215,6 +241,7 @@ impl Server {
             context,
             metrics: metrics.clone(),
             engines,
+            tls: tls_listeners,
             reload_requests: Some(reload_rx),
             log,
             cache,
@@ -244,6 +271,8 @@ impl Server {
         config: &Config,
         factories: &[Box<dyn weir_api::ModuleFactory>],
     ) -> Result<String, ConfigError> {
+        // Certificates first: if any fails, nothing at all changes.
+        let certificates = crate::listener::tls::reload_plan(config, &self.tls)?;
         let loaded = crate::modules::load(config, factories, &self.context)?;
         loaded.start_timers(&self.metrics);
         let mut current = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
@@ -262,8 +291,9 @@ impl Server {
             .filter(|m| m.enabled)
             .map(|m| m.name.as_str())
             .collect();
+        let certificates = crate::listener::tls::apply(certificates);
         Ok(format!(
-            "reloaded modules on {swapped} of {} listeners: [{}]; other settings apply after a restart",
+            "reloaded modules on {swapped} of {} listeners: [{}]; {certificates}other settings apply after a restart",
             self.engines.len(),
             names.join(", ")
         ))
@@ -457,7 +487,6 @@ async fn accept_loop(
             }
         };
         let _ = stream.set_nodelay(true);
-        let ip = client.ip().to_canonical();
         // The socket moves to the worker's event loop; it is registered there.
         let stream = match stream.into_std() {
             Ok(s) => s,
@@ -466,7 +495,6 @@ async fn accept_loop(
                 continue;
             }
         };
-        let allowed = info.allow.iter().any(|n| n.contains(&ip));
         connections.open.fetch_add(1, Ordering::AcqRel);
         let worker = workers.least_busy();
         worker.open.fetch_add(1, Ordering::Relaxed);
@@ -479,12 +507,21 @@ async fn accept_loop(
             connections.clone(),
         );
         worker.handle.spawn(async move {
-            if let Ok(stream) = TcpStream::from_std(stream) {
+            let established = match TcpStream::from_std(stream) {
+                Ok(stream) => {
+                    crate::listener::establish(stream, client, &info.setup, &engine.metrics).await
+                }
+                Err(_) => None,
+            };
+            if let Some(est) = established {
                 let (stream, framing) =
-                    FramingGuard::new(stream, head_limit, engine.metrics.clone());
+                    FramingGuard::new(est.io, head_limit, engine.metrics.clone());
+                // Checked against the client a PROXY header named, when there was one.
+                let ip = est.client.ip().to_canonical();
                 let conn = Arc::new(ConnInfo {
-                    client,
-                    allowed,
+                    client: est.client,
+                    original_dst: est.original_dst,
+                    allowed: info.allow.iter().any(|n| n.contains(&ip)),
                     listener: info,
                     framing,
                     requests: AtomicU64::new(0),
@@ -500,7 +537,7 @@ async fn accept_loop(
 }
 
 async fn serve_connection(
-    stream: FramingGuard<TcpStream>,
+    stream: FramingGuard<ClientIo>,
     conn: Arc<ConnInfo>,
     engine: Arc<Engine>,
     http: Arc<auto::Builder<TokioExecutor>>,

@@ -49,11 +49,17 @@ pub(crate) struct ListenerInfo {
     pub router: Option<Router>,
     /// Clients that may PURGE (`[cache] purge_from`).
     pub purge_from: Vec<ipnet::IpNet>,
+    /// What happens before HTTP: PROXY header, TLS, original destination.
+    pub setup: crate::listener::Setup,
 }
 
 /// One client connection.
 pub(crate) struct ConnInfo {
+    /// The client: the peer, or the address a PROXY header gave.
     pub client: SocketAddr,
+    /// Transparent listeners: where the client meant to connect before the kernel
+    /// redirected it.
+    pub original_dst: Option<SocketAddr>,
     pub allowed: bool,
     pub listener: Arc<ListenerInfo>,
     /// What the framing guard saw on this connection (HTTP/1 only).
@@ -101,7 +107,8 @@ pub(crate) async fn handle(
     req: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, std::convert::Infallible> {
     let start = Instant::now();
-    let log = engine.log.as_ref().map(|_| LogInfo::new(&req));
+    let https = conn.listener.setup.tls.is_some();
+    let log = engine.log.as_ref().map(|_| LogInfo::new(&req, https));
     let bytes_in = headers::content_length(req.headers()).unwrap_or(0);
     let mut txn = {
         let chains = engine.modules.load();
@@ -324,10 +331,10 @@ async fn transact(
         let req = Request::from_parts(parts, body);
         return match conn.listener.mode {
             ListenMode::Forward => crate::tunnel::connect(engine, conn, req).await,
-            ListenMode::Reverse => Err(ProxyError::new(
+            ListenMode::Reverse | ListenMode::Transparent => Err(ProxyError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
                 ErrorKind::BadRequest,
-                "CONNECT is not allowed on a reverse-proxy listener",
+                "CONNECT is allowed on forward-proxy listeners only",
             )),
         };
     }
@@ -462,6 +469,9 @@ fn resolve_target(conn: &ConnInfo, req: &request::Parts) -> Result<Target, Proxy
     let uri = &req.uri;
     let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
     match conn.listener.mode {
+        ListenMode::Transparent => {
+            crate::listener::transparent::target(req, conn.original_dst, path_and_query)
+        }
         ListenMode::Forward => {
             match uri.scheme_str() {
                 Some("http") => {}
@@ -663,7 +673,7 @@ pub(crate) struct LogInfo {
 }
 
 impl LogInfo {
-    fn new(req: &Request<Incoming>) -> LogInfo {
+    fn new(req: &Request<Incoming>, https: bool) -> LogInfo {
         let header = |name| {
             req.headers()
                 .get(name)
@@ -673,7 +683,7 @@ impl LogInfo {
         LogInfo {
             start: SystemTime::now(),
             method: req.method().to_string(),
-            url: log_url(req),
+            url: log_url(req, https),
             version: req.version(),
             upstream: None,
             content_type: None,
@@ -684,8 +694,8 @@ impl LogInfo {
 }
 
 /// The URL as Squid logs it: absolute, also for origin-form requests to a reverse
-/// listener (built from the Host header).
-fn log_url(req: &Request<Incoming>) -> String {
+/// listener (built from the Host header; `https` on a TLS listener).
+fn log_url(req: &Request<Incoming>, https: bool) -> String {
     let uri = req.uri();
     if uri.scheme().is_some() || req.method() == Method::CONNECT {
         return uri.to_string();
@@ -695,6 +705,7 @@ fn log_url(req: &Request<Incoming>) -> String {
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
     {
+        Some(host) if https => format!("https://{host}{uri}"),
         Some(host) => format!("http://{host}{uri}"),
         None => uri.to_string(),
     }

@@ -6,6 +6,7 @@ mod access;
 mod error;
 mod origin;
 mod spans;
+mod tls;
 mod units;
 mod validate;
 
@@ -22,6 +23,7 @@ use serde::{Deserialize, Deserializer};
 pub use access::AdminToken;
 pub use error::ConfigError;
 pub use origin::OriginUrl;
+pub use tls::{CertConfig, TlsConfig};
 pub use units::{ByteSize, Seconds};
 
 use spans::{Document, KeyPath};
@@ -68,6 +70,8 @@ impl Default for Config {
                 route: Vec::new(),
                 connect_ports: default_connect_ports(),
                 modules: None,
+                tls: None,
+                proxy_protocol: false,
             }],
             cache: CacheConfig::default(),
             limits: LimitsConfig::default(),
@@ -147,6 +151,10 @@ pub enum ListenMode {
     Forward,
     /// Clients talk to Weir as if it were the origin; requests are routed by Host and path.
     Reverse,
+    /// Connections redirected to Weir by the kernel (iptables `REDIRECT`): requests in
+    /// origin form, named by their Host header (else the original destination), cached
+    /// as in forward mode.
+    Transparent,
 }
 
 impl ListenMode {
@@ -155,6 +163,7 @@ impl ListenMode {
         match self {
             ListenMode::Forward => "forward",
             ListenMode::Reverse => "reverse",
+            ListenMode::Transparent => "transparent",
         }
     }
 }
@@ -165,7 +174,7 @@ impl ListenMode {
 pub struct ListenConfig {
     /// Address and port to accept connections on.
     pub addr: SocketAddr,
-    /// `forward` or `reverse`.
+    /// `forward`, `reverse` or `transparent`.
     pub mode: ListenMode,
     /// Client networks allowed to use this listener; others get 403. A bare address
     /// in the file stands for that one host.
@@ -185,6 +194,14 @@ pub struct ListenConfig {
     /// loaded. `None` (no `modules` key): every enabled module.
     #[serde(default)]
     pub modules: Option<Vec<String>>,
+    /// TLS termination: the listener speaks HTTPS (HTTP/2 or HTTP/1.1 by ALPN) with
+    /// these certificates. `None`: cleartext.
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+    /// Every connection starts with a PROXY protocol header (v1 or v2) from a load
+    /// balancer, whose client address then stands for the peer's. Default: false.
+    #[serde(default)]
+    pub proxy_protocol: bool,
 }
 
 /// `[[module]]`: one module to load, and its settings.
@@ -360,6 +377,9 @@ impl Default for LimitsConfig {
 pub struct TimeoutsConfig {
     /// Connecting to an origin.
     pub connect: Seconds,
+    /// A client connection's PROXY protocol header and TLS handshake must be done
+    /// within this, counted from the accept.
+    pub client_handshake: Seconds,
     /// Waiting for an origin's response header after the request was sent; 504 after.
     pub origin_response: Seconds,
     /// A keep-alive client connection with nothing in flight is closed after this.
@@ -372,6 +392,7 @@ impl Default for TimeoutsConfig {
     fn default() -> Self {
         TimeoutsConfig {
             connect: Seconds::from_secs(5.0),
+            client_handshake: Seconds::from_secs(10.0),
             origin_response: Seconds::from_secs(60.0),
             client_idle: Seconds::from_secs(60.0),
             shutdown_grace: Seconds::from_secs(10.0),

@@ -2,6 +2,7 @@ use std::net::SocketAddr;
 
 use super::*;
 
+mod listeners;
 mod modules;
 mod semantic;
 

@@ -41,7 +41,7 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
                     );
                 }
             }
-            ListenMode::Forward => {
+            ListenMode::Forward | ListenMode::Transparent => {
                 if listener.origin.is_some() {
                     report(
                         vec![at.clone().key("origin")],
@@ -95,6 +95,7 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
                 );
             }
         }
+        check_listener_tls(listener, &at, &mut report);
         for (k, port) in listener.connect_ports.iter().enumerate() {
             if *port == 0 {
                 report(
@@ -169,6 +170,13 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
         );
     }
 
+    if config.timeouts.client_handshake.0.is_zero() {
+        report(
+            vec![KeyPath::top("timeouts").key("client_handshake")],
+            "must be greater than 0".into(),
+        );
+    }
+
     if config.upstream.max_connections_per_origin == 0 {
         report(
             vec![KeyPath::top("upstream").key("max_connections_per_origin")],
@@ -205,6 +213,44 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
         );
     }
     issues
+}
+
+/// TLS and the PROXY protocol on one listener: what its mode allows, and every
+/// certificate and key loadable and matching (read from disk, as startup and reload
+/// read them).
+fn check_listener_tls(
+    listener: &super::ListenConfig,
+    at: &KeyPath,
+    report: &mut impl FnMut(Vec<KeyPath>, String),
+) {
+    if listener.mode == ListenMode::Transparent {
+        if listener.tls.is_some() {
+            report(
+                vec![at.clone().key("tls")],
+                "a transparent listener cannot terminate TLS: it has no certificate for \
+                 the hosts its clients meant to reach"
+                    .into(),
+            );
+        }
+        if listener.proxy_protocol {
+            report(
+                vec![at.clone().key("proxy_protocol")],
+                "a transparent listener takes its connections from the kernel, not from a \
+                 load balancer: `proxy_protocol` does not apply"
+                    .into(),
+            );
+        }
+        return;
+    }
+    let Some(tls) = &listener.tls else { return };
+    if let Err(e) = crate::listener::tls::check(tls) {
+        let certs = at.clone().key("tls").key("certs");
+        let key = match e.index {
+            Some(i) => certs.index(i).key(e.field),
+            None => certs,
+        };
+        report(vec![key, at.clone().key("tls")], e.message);
+    }
 }
 
 /// Two listeners cannot bind the same address. Port 0 asks the kernel for a fresh

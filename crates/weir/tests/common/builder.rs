@@ -12,6 +12,8 @@ struct ListenerSpec {
     allow: Option<Vec<String>>,
     connect_ports: Option<Vec<u16>>,
     routes: Vec<(Option<String>, String, String)>,
+    /// Lines written as they are into the listener's section (`key = value`).
+    extra: Vec<String>,
 }
 
 /// Builds a configuration; [`ProxyBuilder::start`] runs `weir` on it.
@@ -56,6 +58,7 @@ impl ProxyBuilder {
             allow: None,
             connect_ports: None,
             routes: Vec::new(),
+            extra: Vec::new(),
         });
         self
     }
@@ -68,6 +71,7 @@ impl ProxyBuilder {
             allow: None,
             connect_ports: None,
             routes: Vec::new(),
+            extra: Vec::new(),
         });
         self
     }
@@ -87,6 +91,12 @@ impl ProxyBuilder {
     /// Sets `connect_ports` on the last listener added.
     pub fn connect_ports(mut self, ports: &[u16]) -> Self {
         self.last().connect_ports = Some(ports.to_vec());
+        self
+    }
+
+    /// Writes `line` (e.g. `proxy_protocol = true`) into the last listener's section.
+    pub fn listener_line(mut self, line: &str) -> Self {
+        self.last().extra.push(line.to_string());
         self
     }
 
@@ -162,6 +172,10 @@ impl ProxyBuilder {
             }
             if let Some(ports) = &l.connect_ports {
                 text.push_str(&format!("connect_ports = {ports:?}\n"));
+            }
+            for line in &l.extra {
+                text.push_str(line);
+                text.push('\n');
             }
             for (host, prefix, origin) in &l.routes {
                 text.push_str("  [[listen.route]]\n");

@@ -14,6 +14,7 @@ mod proxy;
 mod raw;
 pub mod reload_config;
 mod reply;
+pub mod tls;
 
 pub use builder::ProxyBuilder;
 pub use client::*;

@@ -69,7 +69,13 @@ pub struct TestOrigin {
 impl TestOrigin {
     /// Starts an origin on 127.0.0.1 on an ephemeral port. Unknown paths get 404.
     pub fn start() -> TestOrigin {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the test origin");
+        TestOrigin::start_on("127.0.0.1:0".parse().unwrap())
+    }
+
+    /// Starts an origin on `addr` (bound on the calling thread, so in its network
+    /// namespace).
+    pub fn start_on(addr: SocketAddr) -> TestOrigin {
+        let listener = std::net::TcpListener::bind(addr).expect("bind the test origin");
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let state = Arc::new(State::default());
