@@ -3,6 +3,7 @@ use std::net::SocketAddr;
 use super::*;
 
 mod modules;
+mod origins;
 mod semantic;
 
 const EXAMPLE: &str = include_str!("../../../../weir.example.toml");
