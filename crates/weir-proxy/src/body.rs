@@ -178,6 +178,15 @@ pub(crate) enum ReadAheadError {
 }
 
 impl RequestBody {
+    /// A copy, when the body is in memory (to send a request again).
+    pub(crate) fn try_clone(&self) -> Option<RequestBody> {
+        match self {
+            RequestBody::Empty => Some(RequestBody::Empty),
+            RequestBody::Buffered(b) => Some(RequestBody::Buffered(b.clone())),
+            RequestBody::Client { .. } => None,
+        }
+    }
+
     /// The client's body of unknown length, read ahead as far as [`READ_AHEAD`].
     pub(crate) async fn read_ahead(
         mut inner: Incoming,

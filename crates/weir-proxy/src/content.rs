@@ -173,10 +173,7 @@ fn parse(url: &str) -> Result<(Target, CacheKey), ContentError> {
     let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
     let key = CacheKey::for_url("http", host_header, &path_and_query);
     let target = Target {
-        origin: OriginAddr {
-            host: host.to_string(),
-            port: authority.port_u16().unwrap_or(80),
-        },
+        origin: OriginAddr::http(host, authority.port_u16().unwrap_or(80)),
         host: host_value,
         path_and_query,
     };

@@ -99,8 +99,10 @@ pub enum ErrorKind {
     OriginUnreachable,
     /// The origin did not answer in time (504).
     OriginTimeout,
-    /// The origin answered with something unusable, or cut its body.
+    /// The origin answered with something unusable, reset the stream, or cut its body.
     OriginProtocol,
+    /// The TLS handshake with the origin failed (502).
+    OriginTls,
     /// The client went away mid-response.
     ClientAborted,
     /// A module that is not optional failed (500).
@@ -109,7 +111,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// All kinds, in a fixed order (index = `self as usize`).
-    pub const ALL: [ErrorKind; 9] = [
+    pub const ALL: [ErrorKind; 10] = [
         ErrorKind::BadRequest,
         ErrorKind::HeaderTooLarge,
         ErrorKind::Forbidden,
@@ -117,6 +119,7 @@ impl ErrorKind {
         ErrorKind::OriginUnreachable,
         ErrorKind::OriginTimeout,
         ErrorKind::OriginProtocol,
+        ErrorKind::OriginTls,
         ErrorKind::ClientAborted,
         ErrorKind::ModuleFailed,
     ];
@@ -131,6 +134,7 @@ impl ErrorKind {
             ErrorKind::OriginUnreachable => "origin_unreachable",
             ErrorKind::OriginTimeout => "origin_timeout",
             ErrorKind::OriginProtocol => "origin_protocol",
+            ErrorKind::OriginTls => "origin_tls",
             ErrorKind::ClientAborted => "client_aborted",
             ErrorKind::ModuleFailed => "module_failed",
         }

@@ -18,11 +18,7 @@ pub(crate) struct Router {
 }
 
 fn origin_addr(text: &str) -> Result<OriginAddr, String> {
-    let o = OriginUrl::parse(text)?;
-    Ok(OriginAddr {
-        host: o.host,
-        port: o.port,
-    })
+    Ok(OriginAddr::from_url(&OriginUrl::parse(text)?))
 }
 
 impl Router {

@@ -110,7 +110,16 @@ impl Server {
         }));
         let flights = Arc::new(weir_cache::Coalescer::new());
         crate::purge::detach_flights_on_invalidation(&cache, &flights);
-        let upstream = Upstream::new(&config.upstream, &config.timeouts, metrics.clone());
+        let upstream = Upstream::new(
+            &config.upstream,
+            &config.timeouts,
+            &config.origin,
+            metrics.clone(),
+        )
+        .map_err(StartError)?;
+        if uses_system_roots(&config) {
+            upstream.load_system_roots();
+        }
         // One engine per listener: the same cache, pool and log, each with the modules
         // its listener names.
         let engine_for = |modules| {
@@ -427,6 +436,23 @@ impl Workers {
             }
         }
     }
+}
+
+/// Whether an `https://` origin of a listener or route has no `ca_file` (nor
+/// `tls_verify = false`), so that its certificate is checked against the system's roots.
+fn uses_system_roots(config: &Config) -> bool {
+    let own_trust = |url: &crate::config::OriginUrl| {
+        config.origin.iter().any(|o| {
+            (o.ca_file.is_some() || !o.verifies())
+                && o.origin_url().is_ok_and(|u| u.same_origin(url))
+        })
+    };
+    config
+        .listen
+        .iter()
+        .flat_map(|l| l.origin.iter().chain(l.route.iter().map(|r| &r.origin)))
+        .filter_map(|text| crate::config::OriginUrl::parse(text).ok())
+        .any(|url| url.tls && !own_trust(&url))
 }
 
 fn http_builder(config: &Config) -> auto::Builder<TokioExecutor> {

@@ -514,10 +514,7 @@ fn resolve_target(conn: &ConnInfo, req: &request::Parts) -> Result<Target, Proxy
             }
             .map_err(|_| ProxyError::bad_request("invalid host in the URL"))?;
             Ok(Target {
-                origin: OriginAddr {
-                    host: host.to_string(),
-                    port,
-                },
+                origin: OriginAddr::http(host, port),
                 host: host_header,
                 path_and_query,
             })
@@ -604,6 +601,9 @@ pub(crate) async fn forward(
 pub(crate) fn upstream_error(origin: &OriginAddr, e: UpstreamError, max_body: u64) -> ProxyError {
     match e {
         UpstreamError::Connect(reason) => ProxyError::bad_gateway(reason),
+        UpstreamError::Tls(reason) => {
+            ProxyError::new(StatusCode::BAD_GATEWAY, ErrorKind::OriginTls, reason)
+        }
         UpstreamError::Timeout => {
             ProxyError::gateway_timeout(format!("origin {origin} did not answer in time"))
         }

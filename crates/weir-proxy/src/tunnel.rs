@@ -29,14 +29,13 @@ pub(crate) async fn connect(
             "CONNECT to port {port} is not allowed"
         )));
     }
-    let target = OriginAddr {
-        host: authority
+    let target = OriginAddr::http(
+        authority
             .host()
             .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string(),
+            .trim_end_matches(']'),
         port,
-    };
+    );
     let connect = tokio::net::lookup_host((target.host.as_str(), port));
     let stream = match tokio::time::timeout(engine.upstream_connect_timeout(), async {
         let mut last = None;

@@ -22,7 +22,7 @@ use serde::{Deserialize, Deserializer};
 
 pub use access::AdminToken;
 pub use error::ConfigError;
-pub use origin::OriginUrl;
+pub use origin::{load_ca_file, OriginConfig, OriginProtocol, OriginUrl};
 pub use tls::{CertConfig, TlsConfig};
 pub use units::{ByteSize, Seconds};
 
@@ -46,6 +46,8 @@ pub struct Config {
     pub timeouts: TimeoutsConfig,
     /// Connections to origin servers.
     pub upstream: UpstreamConfig,
+    /// Per-origin settings: protocol and TLS (TOML: `[[origin]]`). Default: none.
+    pub origin: Vec<OriginConfig>,
     /// The access log.
     pub log: LogConfig,
     /// Modules, in the order they run (TOML: `[[module]]`). Default: none.
@@ -77,6 +79,7 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             timeouts: TimeoutsConfig::default(),
             upstream: UpstreamConfig::default(),
+            origin: Vec::new(),
             log: LogConfig::default(),
             module: Vec::new(),
             source: DEFAULT_SOURCE.into(),
@@ -408,8 +411,12 @@ pub struct UpstreamConfig {
     pub max_connections_per_origin: usize,
     /// Idle keep-alive connections kept per origin.
     pub max_idle_per_origin: usize,
-    /// An idle keep-alive connection is closed after this.
+    /// An idle keep-alive connection is closed after this (also an HTTP/2 connection
+    /// with no stream open).
     pub idle_timeout: Seconds,
+    /// HTTP/2 connections open to one origin at most. Each carries as many concurrent
+    /// streams as the origin allows; another is opened when they are all in use.
+    pub max_h2_connections_per_origin: usize,
 }
 
 impl Default for UpstreamConfig {
@@ -418,6 +425,7 @@ impl Default for UpstreamConfig {
             max_connections_per_origin: 256,
             max_idle_per_origin: 64,
             idle_timeout: Seconds::from_secs(60.0),
+            max_h2_connections_per_origin: 4,
         }
     }
 }

@@ -4,6 +4,7 @@ use super::*;
 
 mod listeners;
 mod modules;
+mod origins;
 mod semantic;
 
 const EXAMPLE: &str = include_str!("../../../../weir.example.toml");
@@ -81,6 +82,8 @@ fn example_file_parses() {
     assert_eq!(m.name, "add-headers");
     assert!(!m.enabled && !m.optional);
     assert_eq!(m.settings.get("value").and_then(|v| v.as_str()), Some("1"));
+    assert_eq!(c.origin.len(), 1);
+    assert_eq!(c.origin[0].url, "http://127.0.0.1:8081");
 }
 
 /// The example claims to show every default; keep it honest.
@@ -98,6 +101,11 @@ fn example_file_shows_the_defaults() {
     // example runs as the defaults do.
     assert!(d.module.is_empty());
     assert!(c.module.iter().all(|m| !m.enabled), "{:?}", c.module);
+    // The example's [[origin]] shows the defaults an origin without a section gets.
+    assert!(d.origin.is_empty());
+    let o = &c.origin[0];
+    assert_eq!(o.protocol, OriginProtocol::default());
+    assert!(o.ca_file.is_none() && o.tls_verify.is_none());
 }
 
 #[test]

@@ -183,6 +183,13 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
             "must be at least 1".into(),
         );
     }
+    if config.upstream.max_h2_connections_per_origin == 0 {
+        report(
+            vec![KeyPath::top("upstream").key("max_h2_connections_per_origin")],
+            "must be at least 1".into(),
+        );
+    }
+    super::origin::check(&config.origin, &mut report);
 
     if config.server.workers > 1024 {
         report(

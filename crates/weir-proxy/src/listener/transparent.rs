@@ -84,10 +84,7 @@ pub(crate) fn target(
                 _ => HeaderValue::from_str(authority.as_str()),
             }
             .map_err(|_| ProxyError::bad_request("invalid Host header"))?;
-            let origin = OriginAddr {
-                host: host.to_ascii_lowercase(),
-                port,
-            };
+            let origin = OriginAddr::http(host.to_ascii_lowercase(), port);
             (origin, header)
         }
         None => {
@@ -105,10 +102,7 @@ pub(crate) fn target(
             } else {
                 format!("{host}:{}", dst.port())
             };
-            let origin = OriginAddr {
-                host: dst.ip().to_string(),
-                port: dst.port(),
-            };
+            let origin = OriginAddr::http(dst.ip().to_string(), dst.port());
             let header = HeaderValue::from_str(&header)
                 .map_err(|_| ProxyError::bad_request("invalid original destination"))?;
             (origin, header)

@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+pub mod h2_origin;
+
 #[allow(unused_imports, unused_macros)]
 #[path = "../../../weir/tests/common/client.rs"]
 pub mod client;

@@ -1,0 +1,39 @@
+//! `weir-bench`: Weir's benchmarks, one subcommand each. Every subcommand starts what
+//! it needs on loopback, bounds itself in time and stops by itself.
+#![deny(missing_docs)]
+
+mod dispatcher;
+mod origin;
+mod stats;
+mod weir;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "weir-bench",
+    version,
+    about = "Benchmarks for the Weir caching proxy"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Blocking (HTTP/1.1 pool) vs correlated (HTTP/2) dispatch to one slow origin:
+    /// a burst of concurrent misses and a run of sequential misses through Weir.
+    Dispatcher(dispatcher::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Dispatcher(args) => dispatcher::run(args),
+    };
+    if let Err(e) = result {
+        eprintln!("weir-bench: {e}");
+        std::process::exit(1);
+    }
+}

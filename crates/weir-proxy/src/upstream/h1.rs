@@ -1,0 +1,206 @@
+//! The HTTP/1.1 keep-alive pool of one origin (the "blocking" dispatcher: one request
+//! per connection at a time), bounded in size, with idle timeouts.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::sync::Notify;
+
+use super::tls::{self, Alpn, Negotiated};
+use super::{Origin, Upstream, UpstreamError};
+use crate::body::RequestBody;
+
+/// One origin's HTTP/1.1 connections.
+pub(super) struct Pool {
+    idle: Mutex<Vec<(http1::SendRequest<RequestBody>, Instant)>>,
+    /// Connections open (busy or idle).
+    open: AtomicUsize,
+    /// Signalled when a connection goes idle or closes: a waiting request may proceed.
+    available: Notify,
+    max_idle: usize,
+}
+
+/// A connection taken from the pool for one request.
+pub(super) struct PooledConn {
+    pub(super) sender: http1::SendRequest<RequestBody>,
+    origin: Arc<Origin>,
+}
+
+impl PooledConn {
+    fn release(self) {
+        if self.sender.is_closed() {
+            return;
+        }
+        let pool = &self.origin.h1;
+        let mut idle = pool.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < pool.max_idle {
+            idle.push((self.sender, Instant::now()));
+        }
+        drop(idle);
+        pool.available.notify_one();
+    }
+
+    /// Returns the connection to the pool once it can take another request.
+    pub(super) fn release_when_ready(mut self) {
+        match self
+            .sender
+            .poll_ready(&mut Context::from_waker(std::task::Waker::noop()))
+        {
+            Poll::Ready(Ok(())) => self.release(),
+            Poll::Ready(Err(_)) => {}
+            Poll::Pending => {
+                tokio::spawn(async move {
+                    let ready =
+                        tokio::time::timeout(Duration::from_secs(5), self.sender.ready()).await;
+                    if let Ok(Ok(())) = ready {
+                        self.release();
+                    }
+                });
+            }
+        }
+    }
+}
+
+impl Pool {
+    pub(super) fn new(max_idle: usize) -> Pool {
+        Pool {
+            idle: Mutex::new(Vec::new()),
+            open: AtomicUsize::new(0),
+            available: Notify::new(),
+            max_idle,
+        }
+    }
+
+    /// Closes idle connections older than `timeout`.
+    pub(super) fn close_expired_idle(&self, timeout: Duration) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.retain(|(s, since)| !s.is_closed() && since.elapsed() < timeout);
+    }
+
+    fn connection_gone(&self) {
+        self.open.fetch_sub(1, Ordering::AcqRel);
+        self.available.notify_one();
+    }
+}
+
+/// An idle connection, or a new one if the origin's limit allows, or the first one
+/// to become available. The flag tells whether the connection was reused.
+pub(super) async fn checkout(
+    up: &Upstream,
+    origin: &Arc<Origin>,
+) -> Result<(PooledConn, bool), UpstreamError> {
+    let pool = &origin.h1;
+    let deadline = Instant::now() + up.response_timeout;
+    loop {
+        let notified = pool.available.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        loop {
+            let next = pool.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let Some((sender, since)) = next else { break };
+            if sender.is_closed()
+                || !sender.is_ready()
+                || since.elapsed() >= up.settings.idle_timeout.0
+            {
+                continue;
+            }
+            up.metrics.origin_connection_reused();
+            return Ok((
+                PooledConn {
+                    sender,
+                    origin: origin.clone(),
+                },
+                true,
+            ));
+        }
+        let open = pool.open.load(Ordering::Acquire);
+        if open < up.settings.max_connections_per_origin
+            && pool
+                .open
+                .compare_exchange(open, open + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            return Ok((connect_reserved(up, origin).await?, false));
+        }
+        if open >= up.settings.max_connections_per_origin
+            && tokio::time::timeout_at(deadline.into(), notified)
+                .await
+                .is_err()
+        {
+            return Err(UpstreamError::Timeout);
+        }
+    }
+}
+
+/// Opens a connection for which a place in the pool's `open` count was already taken.
+pub(super) async fn connect_reserved(
+    up: &Upstream,
+    origin: &Arc<Origin>,
+) -> Result<PooledConn, UpstreamError> {
+    let opened = tokio::time::timeout(up.connect_timeout, async {
+        let (io, negotiated) = tls::connect(origin, Alpn::Http1).await?;
+        if negotiated == Negotiated::Http2 {
+            return Err(UpstreamError::Protocol(format!(
+                "{} chose HTTP/2 although Weir offered HTTP/1.1 only",
+                origin.addr
+            )));
+        }
+        handshake(up, origin, io).await
+    })
+    .await;
+    match opened {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => {
+            origin.h1.connection_gone();
+            origin.forget_protocol_after(&e);
+            Err(e)
+        }
+        Err(_) => {
+            origin.h1.connection_gone();
+            Err(UpstreamError::Connect(format!(
+                "connecting to {} timed out",
+                origin.addr
+            )))
+        }
+    }
+}
+
+/// The HTTP/1 handshake on a connected (and, for https, TLS) stream whose place in the
+/// pool is taken; the connection's task gives the place back when it ends.
+pub(super) async fn handshake(
+    up: &Upstream,
+    origin: &Arc<Origin>,
+    io: tls::BoxIo,
+) -> Result<PooledConn, UpstreamError> {
+    let (sender, conn) = http1::Builder::new()
+        .handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| UpstreamError::Connect(format!("{}: {e}", origin.addr)))?;
+    up.metrics.origin_connection_opened();
+    let metrics = up.metrics.clone();
+    let task_origin = origin.clone();
+    tokio::spawn(async move {
+        let _ = conn.await;
+        metrics.origin_connection_closed();
+        task_origin.h1.connection_gone();
+    });
+    Ok(PooledConn {
+        sender,
+        origin: origin.clone(),
+    })
+}
+
+/// Counts a connection opened outside [`checkout`] (the one that found out which
+/// protocol an `auto` origin speaks) so that its handshake can give the place back.
+pub(super) fn reserve_one(origin: &Origin) {
+    origin.h1.open.fetch_add(1, Ordering::AcqRel);
+}
+
+/// Gives back a place taken by [`reserve_one`] whose handshake failed.
+pub(super) fn unreserve_one(origin: &Origin) {
+    origin.h1.connection_gone();
+}
