@@ -37,13 +37,29 @@ pub struct CacheOverrides {
 /// One transaction, as every module's callbacks see it.
 pub struct Txn {
     client: SocketAddr,
-    states: Vec<Option<Box<dyn Any + Send>>>,
     current: usize,
-    cache: CacheOverrides,
-    log_fields: Vec<(&'static str, String)>,
     body_length_may_change: bool,
     whole_body: bool,
+    /// Made on first use: most transactions of most modules keep no state, set no
+    /// override and add no log field, and then a transaction allocates nothing and
+    /// stays small enough to move cheaply.
+    extra: Option<Box<Extra>>,
 }
+
+#[derive(Default)]
+struct Extra {
+    states: Vec<Option<Box<dyn Any + Send>>>,
+    cache: CacheOverrides,
+    log_fields: Vec<(&'static str, String)>,
+}
+
+/// What `Txn::cache_overrides` reads before any module set one.
+static NO_OVERRIDES: CacheOverrides = CacheOverrides {
+    skip: false,
+    ttl: None,
+    variant: None,
+    tags: Vec::new(),
+};
 
 impl Txn {
     /// The client's address.
@@ -57,11 +73,12 @@ impl Txn {
     /// # Panics
     /// If the same module asks for two different types in one transaction.
     pub fn state<T: Default + Send + 'static>(&mut self) -> &mut T {
-        // Allocated on first use: most transactions of most modules keep no state.
-        if self.states.len() <= self.current {
-            self.states.resize_with(self.current + 1, || None);
+        let current = self.current;
+        let states = &mut self.extra().states;
+        if states.len() <= current {
+            states.resize_with(current + 1, || None);
         }
-        let slot = &mut self.states[self.current];
+        let slot = &mut states[current];
         slot.get_or_insert_with(|| Box::new(T::default()))
             .downcast_mut::<T>()
             .expect("a module keeps one state type per transaction")
@@ -69,22 +86,22 @@ impl Txn {
 
     /// How the cache treats this transaction.
     pub fn cache(&mut self) -> &mut CacheOverrides {
-        &mut self.cache
+        &mut self.extra().cache
     }
 
     /// The cache overrides set so far.
     pub fn cache_overrides(&self) -> &CacheOverrides {
-        &self.cache
+        self.extra.as_ref().map_or(&NO_OVERRIDES, |e| &e.cache)
     }
 
     /// Adds a field to this transaction's access-log line (`name=value`).
     pub fn log_field(&mut self, name: &'static str, value: impl Into<String>) {
-        self.log_fields.push((name, value.into()));
+        self.extra().log_fields.push((name, value.into()));
     }
 
     /// The custom log fields added so far.
     pub fn log_fields(&self) -> &[(&'static str, String)] {
-        &self.log_fields
+        self.extra.as_ref().map_or(&[], |e| &e.log_fields)
     }
 
     /// Declares, in a header event, that this module may change the length of the
@@ -111,6 +128,10 @@ impl Txn {
     pub fn wants_whole_body(&self) -> bool {
         self.whole_body
     }
+
+    fn extra(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Box::default)
+    }
 }
 
 /// What the engine does with a transaction; a module's own tests use [`engine::new_txn`]
@@ -123,12 +144,10 @@ pub mod engine {
         let _ = modules;
         Txn {
             client,
-            states: Vec::new(),
             current: 0,
-            cache: CacheOverrides::default(),
-            log_fields: Vec::new(),
             body_length_may_change: false,
             whole_body: false,
+            extra: None,
         }
     }
 
@@ -158,5 +177,16 @@ mod tests {
         assert_eq!(*t.state::<u32>(), 0);
         engine::set_current(&mut t, 0);
         assert_eq!(*t.state::<u32>(), 5);
+    }
+
+    #[test]
+    fn overrides_and_fields_read_empty_until_set() {
+        let mut t = engine::new_txn("127.0.0.1:1".parse().unwrap(), 1);
+        assert!(!t.cache_overrides().skip && t.cache_overrides().tags.is_empty());
+        assert!(t.log_fields().is_empty());
+        t.cache().variant = Some("gzip".into());
+        t.log_field("a", "b");
+        assert_eq!(t.cache_overrides().variant.as_deref(), Some("gzip"));
+        assert_eq!(t.log_fields(), [("a", "b".to_string())]);
     }
 }

@@ -60,13 +60,16 @@ impl ProxyBody {
         }
     }
 
-    /// The whole body, when it is already in memory (a hit, a reply, an error); the
-    /// body is left empty. `None` for a streamed body.
-    pub(crate) fn take_whole(&mut self) -> Option<Bytes> {
+    /// The whole body, when it is already in memory (a hit, a reply, an error), to be
+    /// read or replaced in place. `None` for a streamed body.
+    pub(crate) fn in_memory(&mut self) -> Option<&mut Bytes> {
+        if let Kind::Empty = self.kind {
+            // A module may give an empty body bytes of its own.
+            self.kind = Kind::Full(None);
+        }
         match &mut self.kind {
-            Kind::Empty => Some(Bytes::new()),
-            Kind::Full(b) => Some(b.take().unwrap_or_default()),
-            Kind::Stream(_) | Kind::Upstream(_) => None,
+            Kind::Full(b) => Some(b.get_or_insert_with(Bytes::new)),
+            Kind::Empty | Kind::Stream(_) | Kind::Upstream(_) => None,
         }
     }
 

@@ -79,7 +79,7 @@ pub(crate) async fn serve(
     engine: &Arc<Engine>,
     parts: request::Parts,
     target: Target,
-    txn: &mut Option<Box<ModTxn>>,
+    txn: &mut Option<ModTxn>,
 ) -> Result<Served, ProxyError> {
     let mut key = cache_key(&target);
     if let Some(variant) = txn
@@ -101,7 +101,7 @@ pub(crate) async fn serve(
             Lookup::Stale(_) => CacheLookup::Stale,
             Lookup::Miss => CacheLookup::Miss,
         };
-        if let Some(reply) = hooks::cache_lookup(engine, txn.as_deref_mut(), seen).await? {
+        if let Some(reply) = hooks::cache_lookup!(engine, txn.as_mut(), seen)? {
             return Ok(Served::module_reply(reply));
         }
     }
@@ -406,7 +406,7 @@ fn not_modified_from(response: &HeaderMap) -> HeaderMap {
 /// One origin fetch feeding a flight.
 struct Fetch {
     engine: Arc<Engine>,
-    txn: Option<Box<ModTxn>>,
+    txn: Option<ModTxn>,
     key: CacheKey,
     flight: Arc<weir_cache::Flight<FlightHead>>,
     /// The leader's request, for the storage policy and the variant key.
@@ -420,7 +420,7 @@ impl Fetch {
     async fn run(mut self, req: http::Request<RequestBody>) {
         let engine = self.engine.clone();
         let engine = &engine;
-        let req = match hooks::upstream_request(engine, self.txn.as_deref_mut(), req).await {
+        let req = match hooks::upstream_request(engine, self.txn.as_mut(), req).await {
             Ok(Ok(req)) => req,
             Ok(Err(reply)) => return self.publish_reply(reply).await,
             Err(e) => return self.fail(e),
@@ -484,7 +484,7 @@ impl Fetch {
         // Before the policy is computed: what modules change here is what is stored.
         match hooks::response_headers(
             engine,
-            self.txn.as_deref_mut(),
+            self.txn.as_mut(),
             Event::ResponseHeaders,
             &mut parts,
         )
@@ -569,7 +569,7 @@ impl Fetch {
                 None => break,
                 Some(Ok(mut data)) => {
                     if body_hooks {
-                        if let Some(txn) = self.txn.as_deref_mut() {
+                        if let Some(txn) = self.txn.as_mut() {
                             match stage
                                 .feed(engine, txn, &[Event::ResponseBody], data, ended)
                                 .await
@@ -681,7 +681,7 @@ impl Fetch {
     }
 
     /// A module answered instead of the origin: serve that, store nothing.
-    async fn publish_reply(self, reply: Reply) {
+    async fn publish_reply(self, reply: Box<Reply>) {
         self.stop_sharing();
         let mut headers = reply.headers;
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(reply.body.len()));

@@ -1,43 +1,25 @@
-//! Where the engine calls modules: one function per event, each a no-op unless a
-//! module wants that event.
+//! Where the engine calls modules: one function (or, on the hit path, macro) per
+//! event, each a no-op unless a module wants that event. The deliver events are in
+//! `deliver.rs`.
 
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{request, response, Request, Response, StatusCode};
-use weir_api::{BodyChunk, CacheLookup, Event, Reply};
+use weir_api::{BodyChunk, Event, Reply};
 
 use crate::body::{ProxyBody, RequestBody};
 use crate::error::ProxyError;
 use crate::metrics::ErrorKind;
-use crate::modules::{call, Hook, ModTxn};
+use crate::modules::{call, run_event, Hook, ModTxn};
 use crate::service::Engine;
 
 /// A transaction's module context, shared by the handler and the body it sends (the
 /// deliver-body events run as the body streams; the log event when it ends).
-pub(crate) type TxnSlot = Arc<Mutex<Option<Box<ModTxn>>>>;
+pub(crate) type TxnSlot = Arc<Mutex<Option<ModTxn>>>;
 
-/// Where the transaction's module context waits for the log event: held directly when
-/// no body event streams (hits: their body events ran at once), shared otherwise.
-pub(crate) enum TxnHold {
-    Owned(Box<ModTxn>),
-    Shared(TxnSlot),
-}
-
-impl TxnHold {
-    pub fn take(&mut self) -> Option<Box<ModTxn>> {
-        match self {
-            TxnHold::Shared(slot) => slot.lock().unwrap_or_else(|e| e.into_inner()).take(),
-            TxnHold::Owned(_) => match std::mem::replace(self, TxnHold::Shared(Arc::default())) {
-                TxnHold::Owned(t) => Some(t),
-                TxnHold::Shared(_) => None,
-            },
-        }
-    }
-}
-
-fn failed(module: String) -> ProxyError {
+pub(crate) fn failed(module: String) -> ProxyError {
     ProxyError::new(
         StatusCode::INTERNAL_SERVER_ERROR,
         ErrorKind::ModuleFailed,
@@ -46,7 +28,10 @@ fn failed(module: String) -> ProxyError {
     .with_detail(crate::cached::MODULE_ERROR)
 }
 
-fn decide(hook: Hook) -> Result<Option<Reply>, ProxyError> {
+/// A module's reply stays boxed on its way out: the result of every event is then
+/// small, which is what a hit pays for.
+#[inline]
+pub(crate) fn decide(hook: Hook) -> Result<Option<Box<Reply>>, ProxyError> {
     match hook {
         Hook::Continue => Ok(None),
         Hook::Respond(reply) => Ok(Some(reply)),
@@ -59,63 +44,64 @@ pub(crate) async fn request_headers(
     engine: &Engine,
     txn: Option<&mut ModTxn>,
     head: &mut request::Parts,
-) -> Result<Option<Reply>, ProxyError> {
+) -> Result<Option<Box<Reply>>, ProxyError> {
     match txn {
-        Some(ModTxn { chain, txn: t }) if chain.wants(Event::RequestHeaders) => decide(
-            chain
-                .run(
-                    Event::RequestHeaders,
-                    t,
-                    head,
-                    call::request_headers,
-                    &engine.metrics,
-                )
-                .await,
-        ),
+        Some(ModTxn { chain, txn: t }) if chain.wants(Event::RequestHeaders) => decide(run_event!(
+            chain,
+            Event::RequestHeaders,
+            t,
+            head,
+            call::request_headers,
+            &engine.metrics
+        )),
         _ => Ok(None),
     }
 }
 
-/// The cache lookup's result.
-pub(crate) async fn cache_lookup(
-    engine: &Engine,
-    txn: Option<&mut ModTxn>,
-    mut lookup: CacheLookup,
-) -> Result<Option<Reply>, ProxyError> {
-    match txn {
-        Some(ModTxn { chain, txn: t }) if chain.wants(Event::CacheLookup) => decide(
-            chain
-                .run(
-                    Event::CacheLookup,
-                    t,
+/// The cache lookup's result: evaluates to `Result<Option<Box<Reply>>, ProxyError>`, the
+/// reply when a module answered. A macro rather than an `async fn` for the reason
+/// `run_event!` is one: this event runs on every hit, and the future of an `async fn`
+/// cost more than calling the modules.
+macro_rules! cache_lookup {
+    ($engine:expr, $txn:expr, $lookup:expr) => {{
+        let engine: &$crate::service::Engine = $engine;
+        let mut lookup: weir_api::CacheLookup = $lookup;
+        match $txn {
+            Some($crate::modules::ModTxn { chain, txn })
+                if chain.wants(weir_api::Event::CacheLookup) =>
+            {
+                $crate::hooks::decide($crate::modules::run_event!(
+                    chain,
+                    weir_api::Event::CacheLookup,
+                    txn,
                     &mut lookup,
-                    call::cache_lookup,
-                    &engine.metrics,
-                )
-                .await,
-        ),
-        _ => Ok(None),
-    }
+                    $crate::modules::call::cache_lookup,
+                    &engine.metrics
+                ))
+            }
+            _ => Ok(None),
+        }
+    }};
 }
+pub(crate) use cache_lookup;
 
 /// A request is about to go to the origin. `Err(reply)`: a module answered instead.
 pub(crate) async fn upstream_request(
     engine: &Engine,
     txn: Option<&mut ModTxn>,
     request: Request<RequestBody>,
-) -> Result<Result<Request<RequestBody>, Reply>, ProxyError> {
+) -> Result<Result<Request<RequestBody>, Box<Reply>>, ProxyError> {
     match txn {
         Some(ModTxn { chain, txn: t }) if chain.wants(Event::UpstreamRequest) => {
             let (mut head, body) = request.into_parts();
-            let hook = chain
-                .run(
-                    Event::UpstreamRequest,
-                    t,
-                    &mut head,
-                    call::upstream_request,
-                    &engine.metrics,
-                )
-                .await;
+            let hook = run_event!(
+                chain,
+                Event::UpstreamRequest,
+                t,
+                &mut head,
+                call::upstream_request,
+                &engine.metrics
+            );
             Ok(match decide(hook)? {
                 None => Ok(Request::from_parts(head, body)),
                 Some(reply) => Err(reply),
@@ -133,7 +119,7 @@ pub(crate) async fn response_headers(
     txn: Option<&mut ModTxn>,
     event: Event,
     head: &mut response::Parts,
-) -> Result<Option<Reply>, ProxyError> {
+) -> Result<Option<Box<Reply>>, ProxyError> {
     let Some(ModTxn { chain, txn: t }) = txn else {
         return Ok(None);
     };
@@ -145,7 +131,7 @@ pub(crate) async fn response_headers(
         Event::DeliverHeaders => call::deliver_headers,
         _ => call::response_headers,
     };
-    let decided = decide(chain.run(event, t, head, callback, &engine.metrics).await)?;
+    let decided = decide(run_event!(chain, event, t, head, callback, &engine.metrics))?;
     if t.body_length_changes() {
         fix_framing(&mut head.headers);
     }
@@ -166,27 +152,30 @@ pub(crate) fn fix_framing(headers: &mut http::HeaderMap) {
     }
 }
 
-/// Runs the body event's modules on one chunk; `Err` when a module that is not
-/// optional failed (the body is then cut).
-pub(crate) async fn body_chunk(
+/// Runs the modules of each of `events` that the chain wants on one chunk, in order;
+/// `Err` when a module that is not optional failed (the body is then cut).
+pub(crate) async fn body_events(
     engine: &Engine,
     m: &mut ModTxn,
-    event: Event,
+    events: &[Event],
     chunk: &mut BodyChunk,
 ) -> Result<(), ()> {
     let ModTxn { chain, txn } = m;
-    let callback = match event {
-        Event::DeliverBody => call::deliver_body,
-        _ => call::response_body,
-    };
-    match chain
-        .run(event, txn, chunk, callback, &engine.metrics)
-        .await
-    {
-        Hook::Continue => Ok(()),
-        // A body event cannot replace the response any more; treat it as a failure.
-        Hook::Respond(_) | Hook::Failed(_) => Err(()),
+    for &event in events {
+        if !chain.wants(event) {
+            continue;
+        }
+        let callback = match event {
+            Event::DeliverBody => call::deliver_body,
+            _ => call::response_body,
+        };
+        match run_event!(chain, event, txn, chunk, callback, &engine.metrics) {
+            Hook::Continue => {}
+            // A body event cannot replace the response any more; treat it as a failure.
+            Hook::Respond(_) | Hook::Failed(_) => return Err(()),
+        }
     }
+    Ok(())
 }
 
 /// The body events of one body, chunk by chunk, or, when a module asked for it, the
@@ -252,11 +241,7 @@ impl BodyStage {
                 }
             }
         };
-        for &event in events {
-            if m.wants(event) {
-                body_chunk(engine, m, event, &mut chunk).await?;
-            }
-        }
+        body_events(engine, m, events, &mut chunk).await?;
         Ok(chunk.data)
     }
 }

@@ -11,6 +11,7 @@ mod body;
 mod cached;
 pub mod config;
 mod content;
+mod deliver;
 mod error;
 mod framing;
 mod headers;

@@ -5,7 +5,9 @@
 //! panicking future) fails only its transaction, or is skipped when the module is
 //! optional, and is counted.
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
@@ -152,7 +154,8 @@ impl ListenerChains {
     }
 }
 
-/// A transaction's module context: the chain it started with and its [`Txn`].
+/// A transaction's module context: the chain it started with and its [`Txn`]. Held
+/// inline by the transaction, so a chain costs no allocation per transaction.
 pub(crate) struct ModTxn {
     pub chain: Arc<ModuleChain>,
     pub txn: Txn,
@@ -160,6 +163,7 @@ pub(crate) struct ModTxn {
 
 impl ModTxn {
     /// Whether this transaction's chain wants `event`.
+    #[inline]
     pub fn wants(&self, event: Event) -> bool {
         self.chain.wants(event)
     }
@@ -168,13 +172,76 @@ impl ModTxn {
 /// What the modules decided at one event.
 pub(crate) enum Hook {
     Continue,
-    Respond(Reply),
+    /// Boxed: rare, and a small `Hook` is cheap to return on every event.
+    Respond(Box<Reply>),
     /// A module that is not optional failed (panicked).
     Failed(String),
 }
 
+impl Hook {
+    /// Whether the modules let the transaction go on. Takes the hook, so that the
+    /// common `Continue` is dropped with no call.
+    #[inline]
+    pub fn goes_on(self) -> bool {
+        match self {
+            Hook::Continue => true,
+            Hook::Respond(reply) => {
+                drop(reply);
+                false
+            }
+            Hook::Failed(module) => {
+                drop(module);
+                false
+            }
+        }
+    }
+}
+
 /// A callback of one event, applied to what that event works on.
 pub(crate) type Callback<T> = for<'a> fn(&'a dyn Module, &'a mut Txn, &'a mut T) -> Flow<'a>;
+
+/// The future of a module that returned [`Flow::Wait`], with its panic caught.
+pub(crate) type Waiting<'a> = futures_util::future::CatchUnwind<
+    AssertUnwindSafe<Pin<Box<dyn Future<Output = Decision> + Send + 'a>>>,
+>;
+
+/// What one module's callback asked for.
+pub(crate) enum Step<'a> {
+    /// Go on with the next module.
+    Next,
+    /// The event is decided: a reply, or a failure.
+    Done(Hook),
+    /// Await this, then hand its output to [`ModuleChain::waited`].
+    Wait(Waiting<'a>),
+}
+
+/// Calls the modules of one event in order and evaluates to the [`Hook`] they decided.
+/// Callbacks run as plain calls; the surrounding `async` code awaits only for a module
+/// that returns `Flow::Wait`. A macro rather than an `async fn` so that a chain that
+/// never waits builds no future of its own; not a plain function that hands the
+/// waiting future back, because the borrow checker does not let a loop return a borrow
+/// of what its next iteration uses (the future borrows the transaction and target).
+macro_rules! run_event {
+    ($chain:expr, $event:expr, $txn:expr, $target:expr, $call:expr, $metrics:expr) => {{
+        let chain: &$crate::modules::ModuleChain = $chain;
+        let (event, metrics) = ($event, $metrics);
+        'run: {
+            for &module in chain.of(event) {
+                match chain.call(event, module, &mut *$txn, &mut *$target, $call, metrics) {
+                    $crate::modules::Step::Next => {}
+                    $crate::modules::Step::Done(decided) => break 'run decided,
+                    $crate::modules::Step::Wait(waiting) => {
+                        if let Some(decided) = chain.waited(event, module, waiting.await, metrics) {
+                            break 'run decided;
+                        }
+                    }
+                }
+            }
+            $crate::modules::Hook::Continue
+        }
+    }};
+}
+pub(crate) use run_event;
 
 impl ModuleChain {
     /// A chain of `modules` (module, optional), in order.
@@ -204,51 +271,82 @@ impl ModuleChain {
         cfg!(feature = "modules") && !self.by_event[event as usize].is_empty()
     }
 
+    /// The modules that want `event`, by index, in order.
+    #[inline]
+    pub fn of(&self, event: Event) -> &[u16] {
+        &self.by_event[event as usize]
+    }
+
     /// A transaction context bound to this chain, when it has modules at all. The
     /// transaction keeps using this chain even if a reload replaces it meanwhile.
-    pub fn new_txn(self: &Arc<Self>, client: std::net::SocketAddr) -> Option<Box<ModTxn>> {
-        (!self.is_empty()).then(|| {
-            Box::new(ModTxn {
-                chain: self.clone(),
-                txn: engine::new_txn(client, self.modules.len()),
-            })
+    pub fn new_txn(self: &Arc<Self>, client: std::net::SocketAddr) -> Option<ModTxn> {
+        (!self.is_empty()).then(|| ModTxn {
+            chain: self.clone(),
+            txn: engine::new_txn(client, self.modules.len()),
         })
     }
 
-    /// Calls every module that wants `event`, in order, on `target`.
-    pub async fn run<T>(
-        &self,
+    /// Calls module `i` (from [`ModuleChain::of`]) on `target` (see [`run_event`]).
+    /// Always inlined: `call` is then a known function and the module's callback a
+    /// direct virtual call.
+    #[inline(always)]
+    pub fn call<'a, T>(
+        &'a self,
         event: Event,
-        txn: &mut Txn,
-        target: &mut T,
+        i: u16,
+        txn: &'a mut Txn,
+        target: &'a mut T,
         call: Callback<T>,
         metrics: &Metrics,
-    ) -> Hook {
-        for &i in &self.by_event[event as usize] {
-            let loaded = &self.modules[i as usize];
-            engine::set_current(txn, i as usize);
-            let module = &*loaded.module;
-            let called = guarded(|| call(module, txn, target));
-            let decision = match called {
-                Ok(Flow::Continue) => continue,
-                Ok(Flow::Respond(reply)) => Ok(Decision::Respond(reply)),
-                Ok(Flow::Wait(pending)) => AssertUnwindSafe(pending).catch_unwind().await,
-                Err(panic) => Err(panic),
-            };
-            match decision {
-                Ok(Decision::Continue) => {}
-                Ok(Decision::Respond(reply)) => return Hook::Respond(reply),
-                Err(panic) => {
-                    let name = loaded.module.name().to_string();
-                    metrics.module_failed(&name);
-                    tracing::error!(module = %name, event = event.name(), "module panicked: {}", panic_text(&panic));
-                    if !loaded.optional {
-                        return Hook::Failed(name);
-                    }
-                }
-            }
+    ) -> Step<'a> {
+        let i = i as usize;
+        engine::set_current(txn, i);
+        let module = &*self.modules[i].module;
+        // The flow becomes a `Step` inside the guard: the guard copies its result
+        // through memory, and a `Step` is far smaller than a `Flow`.
+        let step = guarded(|| match call(module, txn, target) {
+            Flow::Continue => Step::Next,
+            Flow::Respond(reply) => Step::Done(Hook::Respond(Box::new(reply))),
+            Flow::Wait(pending) => Step::Wait(AssertUnwindSafe(pending).catch_unwind()),
+        });
+        match step {
+            Ok(step) => step,
+            Err(panic) => self
+                .failed(event, i, panic, metrics)
+                .map_or(Step::Next, Step::Done),
         }
-        Hook::Continue
+    }
+
+    /// What module `i` decided after it waited; `None`: go on.
+    pub fn waited(
+        &self,
+        event: Event,
+        i: u16,
+        decided: std::thread::Result<Decision>,
+        metrics: &Metrics,
+    ) -> Option<Hook> {
+        match decided {
+            Ok(Decision::Continue) => None,
+            Ok(Decision::Respond(reply)) => Some(Hook::Respond(Box::new(reply))),
+            Err(panic) => self.failed(event, i as usize, panic, metrics),
+        }
+    }
+
+    /// Counts and logs a module's panic; `None` when the module is optional (the chain
+    /// goes on without it).
+    #[cold]
+    fn failed(
+        &self,
+        event: Event,
+        module: usize,
+        panic: Box<dyn std::any::Any + Send>,
+        metrics: &Metrics,
+    ) -> Option<Hook> {
+        let loaded = &self.modules[module];
+        let name = loaded.module.name().to_string();
+        metrics.module_failed(&name);
+        tracing::error!(module = %name, event = event.name(), "module panicked: {}", panic_text(&panic));
+        (!loaded.optional).then_some(Hook::Failed(name))
     }
 
     /// Calls every module's `on_log`.
@@ -286,6 +384,10 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> &str {
 pub(crate) mod call {
     use weir_api::{BodyChunk, CacheLookup, Flow, Module, RequestHead, ResponseHead, Txn};
 
+    // Each is `inline(always)` so that, once `ModuleChain::call` is inlined, the module's
+    // callback is called directly rather than through this function's pointer.
+
+    #[inline(always)]
     pub fn request_headers<'a>(
         m: &'a dyn Module,
         t: &'a mut Txn,
@@ -293,9 +395,11 @@ pub(crate) mod call {
     ) -> Flow<'a> {
         m.on_request_headers(t, r)
     }
+    #[inline(always)]
     pub fn cache_lookup<'a>(m: &'a dyn Module, t: &'a mut Txn, l: &'a mut CacheLookup) -> Flow<'a> {
         m.on_cache_lookup(t, *l)
     }
+    #[inline(always)]
     pub fn upstream_request<'a>(
         m: &'a dyn Module,
         t: &'a mut Txn,
@@ -303,6 +407,7 @@ pub(crate) mod call {
     ) -> Flow<'a> {
         m.on_upstream_request(t, r)
     }
+    #[inline(always)]
     pub fn response_headers<'a>(
         m: &'a dyn Module,
         t: &'a mut Txn,
@@ -310,9 +415,11 @@ pub(crate) mod call {
     ) -> Flow<'a> {
         m.on_response_headers(t, r)
     }
+    #[inline(always)]
     pub fn response_body<'a>(m: &'a dyn Module, t: &'a mut Txn, c: &'a mut BodyChunk) -> Flow<'a> {
         m.on_response_body(t, c)
     }
+    #[inline(always)]
     pub fn deliver_headers<'a>(
         m: &'a dyn Module,
         t: &'a mut Txn,
@@ -320,6 +427,7 @@ pub(crate) mod call {
     ) -> Flow<'a> {
         m.on_deliver_headers(t, r)
     }
+    #[inline(always)]
     pub fn deliver_body<'a>(m: &'a dyn Module, t: &'a mut Txn, c: &'a mut BodyChunk) -> Flow<'a> {
         m.on_deliver_body(t, c)
     }

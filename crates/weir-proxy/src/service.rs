@@ -14,7 +14,6 @@ use crate::body::{ProxyBody, ReadAheadError, RequestBody};
 use crate::config::{LimitsConfig, ListenMode};
 use crate::error::ProxyError;
 use crate::headers::{self, MaxForwards};
-use crate::hooks::TxnHold;
 use crate::metrics::{CacheOutcome, ErrorKind, Metrics};
 use crate::modules::ModTxn;
 use crate::route::Router;
@@ -81,9 +80,11 @@ pub(crate) struct Served {
 
 impl Served {
     /// A response a module made.
-    pub(crate) fn module_reply(reply: Reply) -> Served {
+    // Boxed as the hooks return it, so that every event's result stays small.
+    #[allow(clippy::boxed_local)]
+    pub(crate) fn module_reply(reply: Box<Reply>) -> Served {
         Served {
-            response: crate::hooks::reply_response(reply),
+            response: crate::hooks::reply_response(*reply),
             outcome: CacheOutcome::Bypass,
             cache_status: HeaderValue::from_static("weir; detail=module"),
             upstream: None,
@@ -141,14 +142,7 @@ pub(crate) async fn handle(
         origin_body,
     } = served;
     set_cache_status(response.headers_mut(), cache_status);
-    let slot = match txn {
-        Some(t) => {
-            let (r, slot) = deliver(&engine, t, response, origin_body).await;
-            response = r;
-            Some(slot)
-        }
-        None => None,
-    };
+    let shared = crate::deliver::deliver!(&engine, &mut txn, &mut response, origin_body);
     let record = TxnRecord {
         engine: engine.clone(),
         mode: conn.listener.mode,
@@ -168,7 +162,8 @@ pub(crate) async fn handle(
         }),
         completed: false,
         body_failed: false,
-        txn: slot,
+        txn,
+        shared,
     };
     let declared = match response.status() {
         StatusCode::NOT_MODIFIED | StatusCode::NO_CONTENT => Some(0),
@@ -178,63 +173,8 @@ pub(crate) async fn handle(
     Ok(response)
 }
 
-/// The deliver events: headers now, body chunks as they stream (with the
-/// response-body event first when the body comes straight from the origin).
-async fn deliver(
-    engine: &Arc<Engine>,
-    mut txn: Box<ModTxn>,
-    response: Response<ProxyBody>,
-    origin_body: bool,
-) -> (Response<ProxyBody>, TxnHold) {
-    let (mut head, body) = response.into_parts();
-    let response = match crate::hooks::response_headers(
-        engine,
-        Some(&mut txn),
-        Event::DeliverHeaders,
-        &mut head,
-    )
-    .await
-    {
-        Ok(None) => Response::from_parts(head, body),
-        Ok(Some(reply)) => {
-            let mut r = crate::hooks::reply_response(reply);
-            set_cache_status(
-                r.headers_mut(),
-                HeaderValue::from_static("weir; detail=module"),
-            );
-            r
-        }
-        Err(e) => refusal(&engine.metrics, e),
-    };
-    const BOTH: &[Event] = &[Event::ResponseBody, Event::DeliverBody];
-    const DELIVER: &[Event] = &[Event::DeliverBody];
-    let events = if origin_body && txn.wants(Event::ResponseBody) {
-        BOTH
-    } else {
-        DELIVER
-    };
-    if !events.iter().any(|&e| txn.wants(e)) {
-        return (response, TxnHold::Owned(txn));
-    }
-    let (head, mut body) = response.into_parts();
-    if let Some(whole) = body.take_whole() {
-        // The body is in memory (a hit): its body events run once, now, with no
-        // stream to wrap it in.
-        let mut stage = crate::hooks::BodyStage::new(engine.limits.module_body.0);
-        let response = match stage.feed(engine, &mut txn, events, whole, true).await {
-            Ok(data) => Response::from_parts(head, ProxyBody::full(data)),
-            Err(()) => refusal(&engine.metrics, crate::hooks::module_failed_in_body()),
-        };
-        return (response, TxnHold::Owned(txn));
-    }
-    let slot: crate::hooks::TxnSlot = Arc::new(std::sync::Mutex::new(Some(txn)));
-    let declared = headers::content_length(&head.headers);
-    let body = crate::hooks::hook_body(engine.clone(), body, events, slot.clone(), declared);
-    (Response::from_parts(head, body), TxnHold::Shared(slot))
-}
-
 /// Adds our `Cache-Status` entry after those of caches nearer the origin (RFC 9211 §2).
-fn set_cache_status(headers: &mut header::HeaderMap, ours: HeaderValue) {
+pub(crate) fn set_cache_status(headers: &mut header::HeaderMap, ours: HeaderValue) {
     let combined = match headers.get(CACHE_STATUS) {
         None => None,
         Some(theirs) => {
@@ -250,7 +190,7 @@ fn set_cache_status(headers: &mut header::HeaderMap, ours: HeaderValue) {
 pub(crate) const CACHE_STATUS: header::HeaderName = header::HeaderName::from_static("cache-status");
 
 /// An error met at delivery: counted, answered, with its `Cache-Status`.
-fn refusal(metrics: &Metrics, e: ProxyError) -> Response<ProxyBody> {
+pub(crate) fn refusal(metrics: &Metrics, e: ProxyError) -> Response<ProxyBody> {
     let Served {
         mut response,
         cache_status,
@@ -288,7 +228,7 @@ async fn transact(
     engine: &Arc<Engine>,
     conn: &ConnInfo,
     req: Request<Incoming>,
-    txn: &mut Option<Box<ModTxn>>,
+    txn: &mut Option<ModTxn>,
 ) -> Result<Served, ProxyError> {
     if !conn.allowed {
         return Err(ProxyError::forbidden(format!(
@@ -322,9 +262,7 @@ async fn transact(
         ));
     }
     let (mut parts, body) = req.into_parts();
-    if let Some(reply) =
-        crate::hooks::request_headers(engine, txn.as_deref_mut(), &mut parts).await?
-    {
+    if let Some(reply) = crate::hooks::request_headers(engine, txn.as_mut(), &mut parts).await? {
         return Ok(Served::module_reply(reply));
     }
     if parts.method == Method::CONNECT {
@@ -383,9 +321,7 @@ async fn transact(
     } else {
         "weir; fwd=bypass"
     });
-    if let Some(reply) =
-        crate::hooks::cache_lookup(engine, txn.as_deref_mut(), CacheLookup::Bypass).await?
-    {
+    if let Some(reply) = crate::hooks::cache_lookup!(engine, txn.as_mut(), CacheLookup::Bypass)? {
         return Ok(Served::module_reply(reply));
     }
     let upstream_req = upstream_request(&parts, &target, body, false);
@@ -410,25 +346,21 @@ async fn transact(
 /// and response-headers events (the response-body event runs as the body streams).
 pub(crate) async fn forward_hooked(
     engine: &Engine,
-    txn: &mut Option<Box<ModTxn>>,
+    txn: &mut Option<ModTxn>,
     target: &Target,
     request: Request<RequestBody>,
     outcome: CacheOutcome,
     cache_status: HeaderValue,
 ) -> Result<Served, ProxyError> {
-    let request = match crate::hooks::upstream_request(engine, txn.as_deref_mut(), request).await? {
+    let request = match crate::hooks::upstream_request(engine, txn.as_mut(), request).await? {
         Ok(r) => r,
         Err(reply) => return Ok(Served::module_reply(reply)),
     };
     let response = forward(engine, &target.origin, request).await?;
     let (mut head, body) = response.into_parts();
-    if let Some(reply) = crate::hooks::response_headers(
-        engine,
-        txn.as_deref_mut(),
-        Event::ResponseHeaders,
-        &mut head,
-    )
-    .await?
+    if let Some(reply) =
+        crate::hooks::response_headers(engine, txn.as_mut(), Event::ResponseHeaders, &mut head)
+            .await?
     {
         return Ok(Served::module_reply(reply));
     }
@@ -726,7 +658,9 @@ pub(crate) struct TxnRecord {
     /// The body failed mid-way (origin cut it).
     pub body_failed: bool,
     /// The modules' view of the transaction, for the log event.
-    txn: Option<TxnHold>,
+    txn: Option<ModTxn>,
+    /// Where it went while body events stream (see `deliver`).
+    shared: Option<crate::hooks::TxnSlot>,
 }
 
 impl TxnRecord {
@@ -743,12 +677,13 @@ impl TxnRecord {
             self.outcome
         };
         m.request_done(self.mode, outcome, elapsed, self.bytes_in, bytes_out);
-        let mut txn = self.txn.as_mut().and_then(TxnHold::take);
-        if let Some(t) = txn.as_deref_mut() {
-            let ModTxn { chain, txn } = t;
+        if let Some(slot) = self.shared.take() {
+            self.txn = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        }
+        if let Some(ModTxn { chain, txn }) = self.txn.as_mut() {
             chain.log(txn, m);
         }
-        let fields = txn.as_ref().map_or(&[][..], |t| t.txn.log_fields());
+        let fields = self.txn.as_ref().map_or(&[][..], |t| t.txn.log_fields());
         if let (Some(log), Some(access_log)) = (&self.log, &self.engine.log) {
             access_log.log(&LogRecord {
                 start: log.start,
