@@ -212,7 +212,7 @@ fn start_fetch(
     fill: Fill,
     parts: &request::Parts,
     target: &Target,
-    txn: &Option<Box<ModTxn>>,
+    txn: &Option<ModTxn>,
 ) {
     let Fill {
         key,
@@ -251,7 +251,7 @@ fn revalidate_in_background(
     key: &CacheKey,
     parts: &request::Parts,
     target: &Target,
-    txn: &Option<Box<ModTxn>>,
+    txn: &Option<ModTxn>,
     stale: Arc<CachedObject>,
     ticket: weir_cache::Ticket,
 ) {
@@ -551,6 +551,11 @@ impl Fetch {
             .txn
             .as_ref()
             .is_some_and(|t| t.wants(Event::ResponseBody));
+        // With a declared length, a client has the whole body as soon as the last
+        // chunk is pushed, and may ask again before this fetch ends: the object is
+        // stored before that chunk goes out, so the next request finds it.
+        let declared = headers::content_length(&parts.headers).filter(|_| !body_hooks);
+        let mut head = Some((parts.status, parts.headers, policy));
         let mut stage = hooks::BodyStage::new(engine.limits.module_body.0);
         let mut ended = false;
         while !ended {
@@ -587,6 +592,10 @@ impl Fetch {
                         storing = false;
                         self.stop_sharing();
                     }
+                    if storing && declared == Some(received) {
+                        self.store(&mut head, Some(data.clone()));
+                        storing = false;
+                    }
                     self.flight.push(data).await;
                 }
                 // Counted once per client that was reading it (TxnRecord), not here.
@@ -594,20 +603,33 @@ impl Fetch {
             }
         }
         if storing {
-            if let Some(chunks) = self.flight.retained_body() {
-                let tags = self
-                    .txn
-                    .as_ref()
-                    .map(|t| t.txn.cache_overrides().tags.clone())
-                    .unwrap_or_default();
-                let object = CachedObject::new(parts.status, parts.headers, concat(chunks), policy)
-                    .with_tags(tags);
-                engine
-                    .cache
-                    .store(&self.key, &self.request, object, self.ticket);
-            }
+            self.store(&mut head, None);
         }
         self.end(true)
+    }
+
+    /// Stores the response: the chunks the flight retained, then `last` if it has not
+    /// been pushed yet.
+    fn store(
+        &self,
+        head: &mut Option<(StatusCode, HeaderMap, StoragePolicy)>,
+        last: Option<Bytes>,
+    ) {
+        let (Some(mut chunks), Some((status, headers, policy))) =
+            (self.flight.retained_body(), head.take())
+        else {
+            return;
+        };
+        chunks.extend(last);
+        let tags = self
+            .txn
+            .as_ref()
+            .map(|t| t.txn.cache_overrides().tags.clone())
+            .unwrap_or_default();
+        let object = CachedObject::new(status, headers, concat(chunks), policy).with_tags(tags);
+        self.engine
+            .cache
+            .store(&self.key, &self.request, object, self.ticket);
     }
 
     /// The origin confirmed the stale copy: store the refreshed object, serve its body.
