@@ -31,6 +31,6 @@ pub use key::CacheKey;
 pub use object::{vary_names, CachedObject};
 pub use policy::{Freshness, StoragePolicy};
 pub use purge::PurgeStats;
-pub use stale::StaleUse;
+pub use stale::{directive, StaleUse};
 pub use storage::{MemoryStorage, Storage, StoredItem};
 pub use tags::DEFAULT_TAG_HEADERS;

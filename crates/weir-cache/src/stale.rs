@@ -69,8 +69,9 @@ impl CachedObject {
     }
 }
 
-/// The value of Cache-Control directive `name` (empty when it has none).
-fn directive<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+/// The value of the `Cache-Control` directive `name` in `headers` (compared without
+/// regard to case; empty when the directive has no value), or `None` when absent.
+pub fn directive<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::CACHE_CONTROL)
         .iter()

@@ -1,0 +1,461 @@
+//! The origin fetch behind a flight: a miss or a validation, its modules, storing the
+//! response (or a refreshed copy), and serving a stale copy when the origin fails.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{request, StatusCode};
+use weir_cache::{CacheKey, CachedObject, Join, StaleUse, StoragePolicy};
+
+use super::{strip_body, FetchedHead, FlightHead, FlightOutcome, ProxyErrorParts};
+use crate::body::RequestBody;
+use crate::error::ProxyError;
+use crate::headers;
+use crate::hooks;
+use crate::metrics::{CacheOutcome, ErrorKind};
+use crate::modules::ModTxn;
+use crate::service::{upstream_error, upstream_request, Engine, Target};
+use crate::upstream::OriginAddr;
+use weir_api::{Event, Reply};
+
+/// What a fetch fills: the key, its flight, the stale copy it validates (if any), and
+/// the invalidation ticket taken before the lookup.
+pub(super) struct Fill {
+    pub(super) key: CacheKey,
+    pub(super) flight: Arc<weir_cache::Flight<FlightHead>>,
+    pub(super) stale: Option<Arc<CachedObject>>,
+    pub(super) ticket: weir_cache::Ticket,
+}
+
+/// Starts the origin fetch that feeds a flight: a validation when there is a stale
+/// copy, else a plain fetch.
+pub(super) fn start_fetch(
+    engine: &Arc<Engine>,
+    fill: Fill,
+    parts: &request::Parts,
+    target: &Target,
+    txn: &Option<ModTxn>,
+) {
+    let Fill {
+        key,
+        flight,
+        stale,
+        ticket,
+    } = fill;
+    let mut req = upstream_request(parts, target, RequestBody::Empty, true);
+    if let Some(object) = &stale {
+        object.add_validators(req.headers_mut());
+    }
+    // The fill may serve several clients: it has a transaction of its own, with the
+    // leader's cache overrides (see docs/modules.md).
+    let fill_txn = txn.as_ref().and_then(|t| {
+        let mut fill = t.chain.new_txn(t.txn.client_addr())?;
+        *fill.txn.cache() = t.txn.cache_overrides().clone();
+        Some(fill)
+    });
+    let fetch = Fetch {
+        engine: engine.clone(),
+        txn: fill_txn,
+        key,
+        flight,
+        request: strip_body(parts),
+        origin: target.origin.clone(),
+        stale,
+        ticket,
+    };
+    tokio::spawn(fetch.run(req));
+}
+
+/// Validates a stale copy that was just served, unless a fetch of it is already under
+/// way (so a key is refreshed once, however many clients ask meanwhile).
+pub(super) fn revalidate_in_background(
+    engine: &Arc<Engine>,
+    key: &CacheKey,
+    parts: &request::Parts,
+    target: &Target,
+    txn: &Option<ModTxn>,
+    stale: Arc<CachedObject>,
+    ticket: weir_cache::Ticket,
+) {
+    if let Ok(Join::Leader(flight, mut reader)) =
+        engine.flights.join(key, || None::<Arc<CachedObject>>)
+    {
+        let fill = Fill {
+            key: key.clone(),
+            flight,
+            stale: Some(stale),
+            ticket,
+        };
+        start_fetch(engine, fill, parts, target, txn);
+        // A fetch stops when nobody reads it; this reader keeps it going to the end.
+        tokio::spawn(async move {
+            if reader.head().await.is_some() {
+                while let Some(Ok(_)) = reader.next_chunk().await {}
+            }
+        });
+    }
+}
+
+/// One origin fetch feeding a flight.
+struct Fetch {
+    engine: Arc<Engine>,
+    txn: Option<ModTxn>,
+    key: CacheKey,
+    flight: Arc<weir_cache::Flight<FlightHead>>,
+    /// The leader's request, for the storage policy and the variant key.
+    request: request::Parts,
+    origin: OriginAddr,
+    stale: Option<Arc<CachedObject>>,
+    ticket: weir_cache::Ticket,
+}
+
+impl Fetch {
+    async fn run(mut self, req: http::Request<RequestBody>) {
+        let engine = self.engine.clone();
+        let engine = &engine;
+        let req = match hooks::upstream_request(engine, self.txn.as_mut(), req).await {
+            Ok(Ok(req)) => req,
+            Ok(Err(reply)) => return self.publish_reply(reply).await,
+            Err(e) => return self.fail(e),
+        };
+        let sent = tokio::select! {
+            r = engine.upstream.send(&self.origin, req) => r,
+            _ = self.flight.abandoned() => return self.end(false),
+        };
+        let response = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                let e = upstream_error(&self.origin, e, engine.limits.max_request_body.0);
+                if let Some(kind) = e.kind {
+                    engine.metrics.error(kind);
+                }
+                if let Some(stale) = self.usable_on_error() {
+                    return self.serve_stale(&stale, None).await;
+                }
+                self.flight
+                    .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
+                        status: e.status,
+                        reason: e.reason,
+                        detail: None,
+                    })));
+                return self.end(false);
+            }
+        };
+        let now = SystemTime::now();
+        let (mut parts, mut body) = response.into_parts();
+        if parts.status == StatusCode::NOT_MODIFIED {
+            if let Some(stale) = &self.stale {
+                let heuristic = engine.cache.settings().heuristic_fraction;
+                if let Some(refreshed) = stale.refreshed(&self.request, &parts, now, heuristic) {
+                    return self.refreshed(refreshed, now).await;
+                }
+            }
+            // Weir removed the client's own conditions, so a 304 that is not about the
+            // stored copy answers nothing the client asked; never pass it on.
+            engine.cache.invalidate(&self.key);
+            engine.metrics.error(ErrorKind::OriginProtocol);
+            self.flight
+                .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
+                    status: StatusCode::BAD_GATEWAY,
+                    detail: None,
+                    reason: format!(
+                        "origin {} answered 304 for a different representation",
+                        self.origin
+                    ),
+                })));
+            return self.end(false);
+        }
+        if is_server_error(parts.status) {
+            if let Some(stale) = self.usable_on_error() {
+                drop(body);
+                return self.serve_stale(&stale, Some(parts.status)).await;
+            }
+        }
+        headers::remove_hop_by_hop(&mut parts.headers);
+        headers::append_via(&mut parts.headers, parts.version);
+        parts.version = http::Version::HTTP_11;
+        // Before the policy is computed: what modules change here is what is stored.
+        match hooks::response_headers(
+            engine,
+            self.txn.as_mut(),
+            Event::ResponseHeaders,
+            &mut parts,
+        )
+        .await
+        {
+            Ok(None) => {}
+            Ok(Some(reply)) => return self.publish_reply(reply).await,
+            Err(e) => return self.fail(e),
+        }
+        let max_object = engine.cache.settings().max_object_bytes;
+        let mut policy = StoragePolicy::new(
+            &self.request,
+            &parts,
+            now,
+            engine.cache.settings().heuristic_fraction,
+        );
+        if let Some(ttl) = self.txn.as_ref().and_then(|t| t.txn.cache_overrides().ttl) {
+            policy = policy.with_time_to_live(now, ttl);
+        }
+        let declared_too_big =
+            headers::content_length(&parts.headers).is_some_and(|n| n > max_object);
+        let mut storing = policy.is_worth_storing(now)
+            && !declared_too_big
+            && parts.status != StatusCode::PARTIAL_CONTENT
+            && !parts
+                .headers
+                .get_all(header::VARY)
+                .iter()
+                .any(|v| v.as_bytes().contains(&b'*'));
+        let outcome = if self.stale.is_some() {
+            CacheOutcome::RefreshModified
+        } else {
+            CacheOutcome::Miss
+        };
+        let cache_status = match (self.stale.is_some(), storing) {
+            (false, true) => HeaderValue::from_static("weir; fwd=miss; stored"),
+            (false, false) => HeaderValue::from_static("weir; fwd=miss"),
+            (true, _) => HeaderValue::from_str(&format!(
+                "weir; fwd=stale; fwd-status={}{}",
+                parts.status.as_u16(),
+                if storing { "; stored" } else { "" }
+            ))
+            .unwrap_or(HeaderValue::from_static("weir; fwd=stale")),
+        };
+        if !storing {
+            self.stop_sharing();
+        }
+        let vary = parts.headers.contains_key(header::VARY).then(|| {
+            let names = weir_cache::vary_names(&parts.headers);
+            let leader = self.key.variant(&names, &self.request.headers);
+            (names, leader)
+        });
+        self.flight
+            .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
+                status: parts.status,
+                headers: parts.headers.clone(),
+                shareable: storing,
+                outcome,
+                cache_status,
+                vary,
+            })));
+        let mut received: u64 = 0;
+        let body_hooks = self
+            .txn
+            .as_ref()
+            .is_some_and(|t| t.wants(Event::ResponseBody));
+        // With a declared length, a client has the whole body as soon as the last
+        // chunk is pushed, and may ask again before this fetch ends: the object is
+        // stored before that chunk goes out, so the next request finds it.
+        let declared = headers::content_length(&parts.headers).filter(|_| !body_hooks);
+        let mut head = Some((parts.status, parts.headers, policy));
+        let mut stage = hooks::BodyStage::new(engine.limits.module_body.0);
+        let mut ended = false;
+        while !ended {
+            let chunk = tokio::select! {
+                c = body.next_chunk() => c,
+                _ = self.flight.abandoned() => return self.end(false),
+            };
+            let chunk = match chunk {
+                None if body_hooks => {
+                    ended = true;
+                    Some(Ok(Bytes::new()))
+                }
+                other => other,
+            };
+            match chunk {
+                None => break,
+                Some(Ok(mut data)) => {
+                    if body_hooks {
+                        if let Some(txn) = self.txn.as_mut() {
+                            match stage
+                                .feed(engine, txn, &[Event::ResponseBody], data, ended)
+                                .await
+                            {
+                                Ok(out) => data = out,
+                                Err(()) => return self.end(false),
+                            }
+                        }
+                        if data.is_empty() {
+                            continue;
+                        }
+                    }
+                    received += data.len() as u64;
+                    if storing && received > max_object {
+                        storing = false;
+                        self.stop_sharing();
+                    }
+                    if storing && declared == Some(received) {
+                        self.store(&mut head, Some(data.clone()));
+                        storing = false;
+                    }
+                    self.flight.push(data).await;
+                }
+                // Counted once per client that was reading it (TxnRecord), not here.
+                Some(Err(_)) => return self.end(false),
+            }
+        }
+        if storing {
+            self.store(&mut head, None);
+        }
+        self.end(true)
+    }
+
+    /// Stores the response: the chunks the flight retained, then `last` if it has not
+    /// been pushed yet.
+    fn store(
+        &self,
+        head: &mut Option<(StatusCode, HeaderMap, StoragePolicy)>,
+        last: Option<Bytes>,
+    ) {
+        let (Some(mut chunks), Some((status, headers, policy))) =
+            (self.flight.retained_body(), head.take())
+        else {
+            return;
+        };
+        chunks.extend(last);
+        let tags = self
+            .txn
+            .as_ref()
+            .map(|t| t.txn.cache_overrides().tags.clone())
+            .unwrap_or_default();
+        let object = CachedObject::new(status, headers, concat(chunks), policy).with_tags(tags);
+        self.engine
+            .cache
+            .store(&self.key, &self.request, object, self.ticket);
+    }
+
+    /// The origin confirmed the stale copy: store the refreshed object, serve its body.
+    async fn refreshed(self, object: CachedObject, now: SystemTime) {
+        let object = Arc::new(object);
+        self.engine.cache.store(
+            &self.key,
+            &self.request,
+            CachedObject::clone(&object),
+            self.ticket,
+        );
+        let cache_status = HeaderValue::from_static("weir; fwd=stale; fwd-status=304");
+        self.publish_object(&object, now, CacheOutcome::RefreshUnmodified, cache_status)
+            .await
+    }
+
+    /// The stale copy when the origin failed and the copy may stand in for it.
+    fn usable_on_error(&self) -> Option<Arc<CachedObject>> {
+        let window = self.engine.cache.settings().stale_if_error;
+        let now = SystemTime::now();
+        self.stale
+            .clone()
+            .filter(|o| o.may_serve_stale(&self.request.headers, now, StaleUse::OnError, window))
+    }
+
+    /// Serves the stale copy instead of the origin's failure (stale-if-error).
+    async fn serve_stale(self, object: &CachedObject, origin_status: Option<StatusCode>) {
+        let cache_status = match origin_status {
+            Some(s) => HeaderValue::from_str(&format!(
+                "weir; hit; fwd=stale; fwd-status={}; detail=stale-if-error",
+                s.as_u16()
+            ))
+            .unwrap_or(HeaderValue::from_static("weir; hit; detail=stale-if-error")),
+            None => HeaderValue::from_static("weir; hit; fwd=stale; detail=stale-if-error"),
+        };
+        let now = SystemTime::now();
+        self.publish_object(object, now, CacheOutcome::StaleOnError, cache_status)
+            .await
+    }
+
+    /// Answers the flight's readers from a stored object.
+    async fn publish_object(
+        self,
+        object: &CachedObject,
+        now: SystemTime,
+        outcome: CacheOutcome,
+        cache_status: HeaderValue,
+    ) {
+        // Followers are served this object only if they would have chosen its variant.
+        let vary = (!object.vary.is_empty()).then(|| {
+            let leader = self.key.variant(&object.vary, &self.request.headers);
+            (object.vary.clone(), leader)
+        });
+        self.flight
+            .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
+                status: object.status,
+                headers: object.response_headers(now),
+                shareable: true,
+                outcome,
+                cache_status,
+                vary,
+            })));
+        let mut reader = object.body.reader();
+        while let Some(chunk) = reader.next_chunk().await {
+            match chunk {
+                Ok(c) => self.flight.push(c).await,
+                Err(_) => return self.end(false),
+            }
+        }
+        self.end(true)
+    }
+
+    /// A module answered instead of the origin: serve that, store nothing.
+    async fn publish_reply(self, reply: Box<Reply>) {
+        self.stop_sharing();
+        let mut headers = reply.headers;
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(reply.body.len()));
+        self.flight
+            .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
+                status: reply.status,
+                headers,
+                shareable: false,
+                outcome: CacheOutcome::Bypass,
+                cache_status: HeaderValue::from_static("weir; detail=module"),
+                vary: None,
+            })));
+        if !reply.body.is_empty() {
+            self.flight.push(reply.body).await;
+        }
+        self.end(true)
+    }
+
+    fn fail(self, e: ProxyError) {
+        if let Some(kind) = e.kind {
+            self.engine.metrics.error(kind);
+        }
+        self.flight
+            .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
+                status: e.status,
+                reason: e.reason,
+                detail: e.detail,
+            })));
+        self.end(false)
+    }
+
+    fn stop_sharing(&self) {
+        self.flight.stop_retaining();
+        self.engine.flights.leave(&self.key, &self.flight);
+    }
+
+    fn end(&self, ok: bool) {
+        self.engine.flights.leave(&self.key, &self.flight);
+        self.flight.finish(ok);
+    }
+}
+
+/// Origin answers that `stale-if-error` lets a stale copy replace (RFC 5861 §4).
+fn is_server_error(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 500 | 502 | 503 | 504)
+}
+
+fn concat(chunks: Vec<Bytes>) -> Bytes {
+    match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.into_iter().next().unwrap_or_default(),
+        _ => {
+            let mut b = BytesMut::with_capacity(chunks.iter().map(Bytes::len).sum());
+            for c in chunks {
+                b.extend_from_slice(&c);
+            }
+            b.freeze()
+        }
+    }
+}
