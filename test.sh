@@ -2,8 +2,9 @@
 # Runs every test of the workspace on a fresh Debian machine with a Rust toolchain.
 # Installs what the tests need (curl, for the tests that drive a real curl client;
 # h2load from nghttp2-client, for a short HTTP/2 load over TLS; ip and iptables, for
-# the transparent-proxy test in a network namespace), then builds once and runs the
-# unit and integration tests. Idempotent.
+# the transparent-proxy test in a network namespace; webext-ublock-origin-firefox,
+# whose EasyList and EasyPrivacy the ad remover's tests load), then builds once and
+# runs the unit and integration tests. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -12,11 +13,14 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v h2load >/dev/null 2>&1 || need+=(nghttp2-client)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
+dpkg -s webext-ublock-origin-firefox >/dev/null 2>&1 || need+=(webext-ublock-origin-firefox)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+  # The lists are optional (their test says SKIPPED without them): curl is not.
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" ||
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends curl
 fi
 
 cargo fmt --all -- --check

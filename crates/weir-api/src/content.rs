@@ -115,6 +115,27 @@ pub trait ContentManager: Send + Sync {
 
     /// Reads what is stored for `url`.
     fn read(&self, url: &str) -> Result<StoredResponse, ContentError>;
+
+    /// Like [`ContentManager::inject`], but stores the response as the module variant
+    /// `variant` of `url`: the object a later request for `url` finds when a module
+    /// sets [`crate::CacheOverrides::variant`] to `variant` at request headers. A module
+    /// that answers a request itself (an ad remover's blank image, for example) uses it
+    /// to make its answer a cache hit next time.
+    ///
+    /// Added after the other calls: the default answers
+    /// [`ContentError::NotStorable`], so an implementation written before it still
+    /// compiles. The engine's implementation stores the response.
+    fn inject_variant<'a>(
+        &'a self,
+        url: &'a str,
+        variant: &'a str,
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Box<dyn BodyReader>,
+    ) -> ContentFuture<'a, ObjectInfo> {
+        let _ = (url, variant, status, headers, body);
+        Box::pin(async { Err(ContentError::NotStorable) })
+    }
 }
 
 /// A body held in memory, as a [`BodyReader`] (for [`ContentManager::inject`]).

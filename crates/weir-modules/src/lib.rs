@@ -30,23 +30,35 @@
 //! # Content management
 //! [`preload`] keeps a list of URLs in the cache: it uses a timer, background work on
 //! the proxy's runtime and the content-management calls of [`weir_api`].
+//!
+//! # Content adaptation
+//! [`adblock`] blocks ads and trackers by EasyList-style filter lists, answering
+//! blocked images with a blank image that the cache then serves as a hit.
+//! [`compress`] compresses text-like responses with gzip, brotli or zstd as the
+//! client accepts, and stores each encoding as a variant of its own.
 #![deny(missing_docs)]
 
+pub mod adblock;
+pub mod compress;
 pub mod diagnostics;
 pub mod preload;
+mod variant;
 
 #[cfg(test)]
 use weir_api::ModuleContext;
 use weir_api::ModuleFactory;
 
 /// The factories of every built-in module, one per name: `empty`, `add-headers`,
-/// `body-copy` and `preload` (see the [crate documentation](crate)).
+/// `body-copy`, `preload`, `adblock` and `compress` (see the
+/// [crate documentation](crate)).
 pub fn builtin() -> Vec<Box<dyn ModuleFactory>> {
     vec![
         Box::new(diagnostics::EmptyFactory),
         Box::new(diagnostics::AddHeadersFactory),
         Box::new(diagnostics::BodyCopyFactory),
         Box::new(preload::PreloadFactory),
+        Box::new(adblock::AdblockFactory),
+        Box::new(compress::CompressFactory),
     ]
 }
 
@@ -58,12 +70,26 @@ mod tests {
     #[test]
     fn names_are_the_documented_ones_and_unique() {
         let names: Vec<_> = builtin().iter().map(|f| f.name()).collect();
-        assert_eq!(names, ["empty", "add-headers", "body-copy", "preload"]);
+        assert_eq!(
+            names,
+            [
+                "empty",
+                "add-headers",
+                "body-copy",
+                "preload",
+                "adblock",
+                "compress"
+            ]
+        );
     }
 
     #[test]
     fn every_diagnostic_builds_with_no_settings() {
-        for factory in builtin().into_iter().filter(|f| f.name() != "preload") {
+        let diagnostics = ["empty", "add-headers", "body-copy"];
+        for factory in builtin()
+            .into_iter()
+            .filter(|f| diagnostics.contains(&f.name()))
+        {
             let module = factory
                 .build(&Settings::default(), &ModuleContext::detached())
                 .unwrap();

@@ -52,12 +52,17 @@ impl EngineContent {
     pub async fn inject_checked(
         &self,
         url: &str,
+        variant: Option<&str>,
         status: StatusCode,
         headers: HeaderMap,
         mut body: Box<dyn BodyReader>,
         complete: &(dyn Fn() -> bool + Sync),
     ) -> Result<ObjectInfo, ContentError> {
-        let (target, key) = parse(url)?;
+        let (target, mut key) = parse(url)?;
+        if let Some(variant) = variant {
+            // The key a request for `url` computes when a module sets this variant.
+            key = key.with_module_variant(variant);
+        }
         // An invalidation while the body arrives wins over it, as for a fetch.
         let ticket = self.cache.ticket();
         let limit = self.cache.settings().max_object_bytes;
@@ -257,7 +262,18 @@ impl ContentManager for EngineContent {
         headers: HeaderMap,
         body: Box<dyn BodyReader>,
     ) -> ContentFuture<'a, ObjectInfo> {
-        Box::pin(self.inject_checked(url, status, headers, body, &|| true))
+        Box::pin(self.inject_checked(url, None, status, headers, body, &|| true))
+    }
+
+    fn inject_variant<'a>(
+        &'a self,
+        url: &'a str,
+        variant: &'a str,
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Box<dyn BodyReader>,
+    ) -> ContentFuture<'a, ObjectInfo> {
+        Box::pin(self.inject_checked(url, Some(variant), status, headers, body, &|| true))
     }
 
     fn read(&self, url: &str) -> Result<StoredResponse, ContentError> {
@@ -326,6 +342,34 @@ mod tests {
         c.delete(url).unwrap();
         assert_eq!(c.query(url).unwrap_err(), ContentError::NotFound);
         assert_eq!(c.delete(url).unwrap_err(), ContentError::NotFound);
+    }
+
+    #[test]
+    fn inject_variant_stores_under_the_module_variant_key() {
+        let c = content();
+        let url = "http://example.test/ad.gif";
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("max-age=60"),
+        );
+        rt().block_on(c.inject_variant(url, "adblock", StatusCode::OK, h, BytesBody::boxed("gif")))
+            .unwrap();
+        let (_, key) = parse(url).unwrap();
+        let request = http::Request::get(url).body(()).unwrap().into_parts().0;
+        let now = SystemTime::now();
+        let found = c
+            .cache
+            .lookup(&key.with_module_variant("adblock"), &request, now);
+        assert!(matches!(found, weir_cache::Lookup::Fresh(_)));
+        // Not the plain URL's object, but the URL's calls reach it.
+        assert!(matches!(
+            c.cache.lookup(&key, &request, now),
+            weir_cache::Lookup::Miss
+        ));
+        assert_eq!(c.query(url).unwrap().size, 3);
+        c.delete(url).unwrap();
+        assert_eq!(c.query(url).unwrap_err(), ContentError::NotFound);
     }
 
     #[test]

@@ -222,7 +222,7 @@ async fn inject(content: &EngineContent, url: &str, req: Request<Incoming>) -> R
     });
     let complete = move || !failed.load(Ordering::Acquire);
     match content
-        .inject_checked(url, status, headers, reader, &complete)
+        .inject_checked(url, None, status, headers, reader, &complete)
         .await
     {
         Ok(info) => reply(StatusCode::OK, json::info(&info)),
