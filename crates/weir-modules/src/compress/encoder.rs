@@ -21,7 +21,7 @@ impl Default for Levels {
     fn default() -> Levels {
         Levels {
             gzip: 6,
-            brotli: 4,
+            brotli: 2,
             zstd: 3,
         }
     }

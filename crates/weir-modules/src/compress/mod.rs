@@ -10,7 +10,7 @@
 //!          "image/svg+xml", "*/*+xml", "*/*+json"]
 //! min_size = 256                       # bytes; smaller known-length bodies pass as they are
 //! gzip_level = 6                       # 1..=9
-//! brotli_level = 4                     # 0..=11
+//! brotli_level = 2                     # 0..=11
 //! zstd_level = 3                       # 1..=22
 //! ```
 //!
