@@ -4,7 +4,10 @@
 # What it measures
 #   Instructions Weir executes per cached hit, for each rung of the ladder (see
 #   bench/ladder.sh): (a) built without module support, (b) no module, (c) `empty`,
-#   (d) `add-headers`, (e) `body-copy`. Weir runs under valgrind's callgrind, which
+#   (d) `add-headers`, (e) `body-copy`; and, with RUNGS, the content-adaptation
+#   modules: (f) `adblock` with EasyList + EasyPrivacy (Debian's
+#   webext-ublock-origin-firefox), (g) `compress`, the client sending
+#   `Accept-Encoding: gzip` (hits on the stored gzip variant). Weir runs under valgrind's callgrind, which
 #   counts instructions rather than time: the counts repeat whatever else the
 #   machine does, so differences of a fraction of a percent are visible, which
 #   wall-clock sampling on a shared 2-core machine cannot show. Each rung runs twice,
@@ -15,6 +18,7 @@
 # How to run
 #   bench/ladder-instructions.sh                 # 1k and 16k objects
 #   N1=200 N2=1200 SIZES=1k bench/ladder-instructions.sh
+#   RUNGS="a b f g" SIZES=8k bench/ladder-instructions.sh   # the adaptation modules
 # Needs valgrind and python3 (installed with apt-get when missing); builds both
 # binaries unless BUILD=0.
 set -euo pipefail
@@ -24,6 +28,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 source "$ROOT/bench/lib.sh"
 
 N1="${N1:-500}"
+RUNGS="${RUNGS:-a b c d e}"
 N2="${N2:-2500}"
 SIZES="${SIZES:-1k 16k}"
 BUILD="${BUILD:-1}"
@@ -47,6 +52,12 @@ trap cleanup EXIT
 # The origin: files of each size with Cache-Control, so the proxy caches them.
 mkdir -p "$TMP/www"
 for s in $SIZES; do head -c "$(size_bytes "$s")" /dev/zero | tr '\0' x > "$TMP/www/$s"; done
+if [[ " $RUNGS " == *" f "* ]]; then
+    dpkg -s webext-ublock-origin-firefox >/dev/null 2>&1 ||
+        { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq webext-ublock-origin-firefox; }
+    EASYLIST="$(dpkg -L webext-ublock-origin-firefox | grep -m1 '/easylist.txt$')"
+    EASYPRIVACY="$(dpkg -L webext-ublock-origin-firefox | grep -m1 '/easyprivacy.txt$')"
+fi
 cat > "$TMP/origin.py" <<'PY'
 import http.server, sys, os
 root = sys.argv[1]
@@ -58,6 +69,7 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "max-age=3600")
+        self.send_header("Content-Type", "text/plain")
         self.end_headers()
         self.wfile.write(body)
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), H).serve_forever()
@@ -66,9 +78,10 @@ PY
 cat > "$TMP/client.py" <<'PY'
 import http.client, sys
 port, path, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+headers = {"Accept-Encoding": sys.argv[4]} if len(sys.argv) > 4 else {}
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 for i in range(n):
-    c.request("GET", path)
+    c.request("GET", path, headers=headers)
     r = c.getresponse(); r.read()
     if r.status != 200 or (i > 0 and "weir; hit" not in (r.getheader("cache-status") or "")):
         sys.exit(f"request {i}: status {r.status}, cache-status {r.getheader('cache-status')}")
@@ -86,12 +99,15 @@ instructions() {
         c) module=empty ;;
         d) module=add-headers ;;
         e) module=body-copy ;;
+        f) module=adblock ;;
+        g) module=compress ;;
     esac
     local port; port=$(pick_port)
     {
         printf '[server]\nworkers = 1\n[admin]\nlisten = "off"\n[log]\naccess = "off"\n'
         printf '[[listen]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\norigin = "http://127.0.0.1:%s"\n' "$port" "$OPORT"
         [ -n "$module" ] && printf '[[module]]\nname = "%s"\n' "$module"
+        [ "$rung" = f ] && printf 'lists = ["%s", "%s"]\n' "$EASYLIST" "$EASYPRIVACY"
     } > "$TMP/$rung.toml"
     local out="$TMP/callgrind.$rung.$size.$n"
     WEIR_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
@@ -102,12 +118,12 @@ instructions() {
         kill -0 "$pid" 2>/dev/null || die "weir ($rung) exited; see $TMP/valgrind.$rung.log"
         sleep 0.1
     done
-    python3 "$TMP/client.py" "$port" "/$size" "$n" || die "client failed against rung $rung"
+    local accept=(); [ "$rung" = g ] && accept=(gzip)
+    python3 "$TMP/client.py" "$port" "/$size" "$n" "${accept[@]}" || die "client failed against rung $rung"
     kill -TERM "$pid"; wait "$pid" || true
     grep -m1 '^summary:\|^totals:' "$out" | awk '{print $2}'
 }
 
-RUNGS="a b c d e"
 declare -A PER_HIT
 for size in $SIZES; do
     for rung in $RUNGS; do
@@ -125,6 +141,8 @@ describe() {
         c) echo "module \`empty\` (all events, no-op)" ;;
         d) echo "module \`add-headers\` (4 headers)" ;;
         e) echo "module \`body-copy\` (copy bodies + 4 headers)" ;;
+        f) echo "module \`adblock\` (EasyList + EasyPrivacy)" ;;
+        g) echo "module \`compress\` (hits on the gzip variant)" ;;
     esac
 }
 header="| rung | what |"; sep="| --- | --- |"

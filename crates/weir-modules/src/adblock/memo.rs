@@ -9,33 +9,65 @@
 //! starts with an empty one.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
-use weir_api::http::header;
+use weir_api::http::header::{self, HeaderName};
 use weir_api::RequestHead;
 
 const SHARDS: usize = 16;
 /// Verdicts per shard before it is cleared.
 const SHARD_CAPACITY: usize = 4096;
 
+/// The request headers a verdict depends on besides the URL; names made once, so a
+/// lookup does not parse them.
+const KEY_HEADERS: [HeaderName; 5] = [
+    header::HOST,
+    header::REFERER,
+    header::ACCEPT,
+    HeaderName::from_static("sec-fetch-dest"),
+    HeaderName::from_static("sec-fetch-site"),
+];
+
+/// The memo's keys are already hashes: the map uses them as they are.
+#[derive(Default)]
+struct KeyIsHash(u64);
+
+impl Hasher for KeyIsHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used (the keys are u64); fold anything else in anyway.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
 /// The verdicts of requests seen before.
 pub struct Memo {
-    shards: Vec<Mutex<HashMap<u64, bool>>>,
-    hasher: std::collections::hash_map::RandomState,
+    shards: Vec<Mutex<HashMap<u64, bool, BuildHasherDefault<KeyIsHash>>>>,
+    hasher: foldhash::quality::RandomState,
 }
 
 impl Memo {
     /// An empty memo.
     pub fn new() -> Memo {
         Memo {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: std::collections::hash_map::RandomState::new(),
+            shards: (0..SHARDS)
+                .map(|_| Mutex::new(HashMap::default()))
+                .collect(),
+            hasher: foldhash::quality::RandomState::default(),
         }
     }
 
-    /// The key of `request`: what its verdict depends on. (Random-keyed SipHash: a
-    /// client cannot choose URLs that collide with another's.)
+    /// The key of `request`: what its verdict depends on. (A hash keyed at random
+    /// when the module is built, so a client cannot choose URLs that collide with
+    /// another's; foldhash rather than SipHash because this runs on every request.)
     pub fn key(&self, request: &RequestHead) -> u64 {
         let mut h = self.hasher.build_hasher();
         h.write(request.method.as_str().as_bytes());
@@ -49,13 +81,7 @@ impl Memo {
             h.write(part.unwrap_or("").as_bytes());
             h.write_u8(0);
         }
-        for name in [
-            header::HOST.as_str(),
-            header::REFERER.as_str(),
-            header::ACCEPT.as_str(),
-            "sec-fetch-dest",
-            "sec-fetch-site",
-        ] {
+        for name in &KEY_HEADERS {
             h.write_u8(0);
             if let Some(v) = request.headers.get(name) {
                 h.write(v.as_bytes());
@@ -66,13 +92,14 @@ impl Memo {
 
     /// A remembered verdict: `Some(block)`.
     pub fn get(&self, key: u64) -> Option<bool> {
-        let shard = self.shards[key as usize % SHARDS].lock().ok()?;
+        // The low bits pick the bucket inside a shard: the shard comes from the high ones.
+        let shard = self.shards[(key >> 60) as usize % SHARDS].lock().ok()?;
         shard.get(&key).copied()
     }
 
     /// Remembers a verdict.
     pub fn put(&self, key: u64, block: bool) {
-        if let Ok(mut shard) = self.shards[key as usize % SHARDS].lock() {
+        if let Ok(mut shard) = self.shards[(key >> 60) as usize % SHARDS].lock() {
             if shard.len() >= SHARD_CAPACITY {
                 shard.clear();
             }
