@@ -5,20 +5,20 @@
 //! hashing, no allocation, no lock. The request-duration histogram is our own atomic one
 //! because `prometheus-client`'s `Histogram` takes a mutex on every observation.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::{Metric, Registry, Unit};
 
 use crate::config::ListenMode;
 
+mod encode;
 mod listener;
 mod purge;
+
+use encode::{AtomicHistogram, CacheGauge, Series};
 
 pub use listener::{Alpn, Refusal};
 
@@ -469,126 +469,10 @@ fn add<M: Metric + Clone + Default>(registry: &mut Registry, name: &str, help: &
     metric
 }
 
-type Labels = Vec<(&'static str, &'static str)>;
-
-/// A fixed set of labelled series, encoded in creation order. Unlike `Family` it has no
-/// map to look labels up in: callers keep clones of the handles instead.
-#[derive(Debug)]
-struct Series<M>(Vec<(Labels, M)>);
-
-impl<M: Clone> Series<M> {
-    fn new(labels: impl IntoIterator<Item = Labels>, handles: &[M]) -> Series<M> {
-        Series(labels.into_iter().zip(handles.iter().cloned()).collect())
-    }
-}
-
-impl<M: EncodeMetric + TypedMetric> EncodeMetric for Series<M> {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        for (labels, metric) in &self.0 {
-            metric.encode(encoder.encode_family(labels)?)?;
-        }
-        Ok(())
-    }
-
-    fn metric_type(&self) -> MetricType {
-        M::TYPE
-    }
-}
-
-/// A histogram of durations updated with atomics only.
-#[derive(Debug, Clone)]
-struct AtomicHistogram(Arc<HistogramInner>);
-
-#[derive(Debug)]
-struct HistogramInner {
-    bounds: &'static [f64],
-    /// Per-bucket (not cumulative) counts; the last one is `+Inf`.
-    buckets: Box<[AtomicU64]>,
-    /// Kept in integer nanoseconds so it can be a plain atomic add (584 years of headroom).
-    sum_nanos: AtomicU64,
-}
-
-impl AtomicHistogram {
-    fn new(bounds: &'static [f64]) -> AtomicHistogram {
-        AtomicHistogram(Arc::new(HistogramInner {
-            bounds,
-            buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
-            sum_nanos: AtomicU64::new(0),
-        }))
-    }
-
-    fn observe(&self, elapsed: Duration) {
-        let seconds = elapsed.as_secs_f64();
-        let index = self.0.bounds.partition_point(|&bound| bound < seconds);
-        self.0.buckets[index].fetch_add(1, Ordering::Relaxed);
-        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        self.0.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
-    }
-}
-
-impl TypedMetric for AtomicHistogram {
-    const TYPE: MetricType = MetricType::Histogram;
-}
-
-impl EncodeMetric for AtomicHistogram {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        let inner = &self.0;
-        let buckets: Vec<(f64, u64)> = inner
-            .bounds
-            .iter()
-            .copied()
-            .chain(std::iter::once(f64::INFINITY))
-            .zip(inner.buckets.iter().map(|b| b.load(Ordering::Relaxed)))
-            .collect();
-        // Derived from the buckets so `_count` always equals the `+Inf` bucket.
-        let count = buckets.iter().map(|(_, n)| n).sum();
-        let sum = inner.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
-        encoder.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
-    }
-
-    fn metric_type(&self) -> MetricType {
-        MetricType::Histogram
-    }
-}
-
-/// A gauge whose value is asked of the cache at scrape time.
-struct CacheGauge {
-    source: Arc<Mutex<Option<CacheSource>>>,
-    pick: fn(&CacheFigures) -> u64,
-    /// A running total (exposed as a counter) rather than a level.
-    counter: bool,
-}
-
-impl std::fmt::Debug for CacheGauge {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CacheGauge").finish_non_exhaustive()
-    }
-}
-
-impl EncodeMetric for CacheGauge {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        // Clone the source out so a slow closure does not hold the lock.
-        let source = lock(&self.source).clone();
-        let value = source.map_or(0, |f| (self.pick)(&f()));
-        if self.counter {
-            encoder.encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&value, None)
-        } else {
-            encoder.encode_gauge(&value)
-        }
-    }
-
-    fn metric_type(&self) -> MetricType {
-        if self.counter {
-            MetricType::Counter
-        } else {
-            MetricType::Gauge
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     /// The value of the sample whose name and labels end with `series`.
     fn line_value(text: &str, series: &str) -> Option<String> {

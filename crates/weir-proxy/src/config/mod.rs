@@ -3,6 +3,7 @@
 //! Every setting is documented in `weir.example.toml` at the top of the repository.
 
 mod access;
+mod cache;
 mod error;
 mod origin;
 mod spans;
@@ -21,6 +22,7 @@ use ipnet::IpNet;
 use serde::{Deserialize, Deserializer};
 
 pub use access::AdminToken;
+pub use cache::{CacheConfig, DiskConfig};
 pub use error::ConfigError;
 pub use origin::{load_ca_file, OriginConfig, OriginProtocol, OriginUrl};
 pub use tls::{CertConfig, TlsConfig};
@@ -257,98 +259,6 @@ pub struct RouteConfig {
     /// matches; absent: the listener's.
     #[serde(default)]
     pub modules: Option<Vec<String>>,
-}
-
-/// `[cache]`
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct CacheConfig {
-    /// Size of the memory tier, bodies and metadata counted.
-    pub memory: ByteSize,
-    /// Larger objects pass through uncached.
-    pub max_object: ByteSize,
-    /// Heuristic freshness: this fraction of the time since Last-Modified.
-    pub heuristic_fraction: f32,
-    /// With a disk tier, larger objects are kept on disk only.
-    pub max_memory_object: ByteSize,
-    /// The disk tier.
-    pub disk: DiskConfig,
-    /// Serve a stale copy this long past its freshness while refreshing it in the
-    /// background, for responses without their own `stale-while-revalidate`.
-    pub stale_while_revalidate: Seconds,
-    /// Serve a stale copy this long past its freshness when the origin fails, for
-    /// responses without their own `stale-if-error`.
-    pub stale_if_error: Seconds,
-    /// Response headers whose values become the stored object's invalidation tags.
-    #[serde(deserialize_with = "access::header_names")]
-    pub tag_headers: Vec<http::HeaderName>,
-    /// Client networks that may send PURGE to a client listener; others get 403.
-    #[serde(deserialize_with = "networks")]
-    pub purge_from: Vec<IpNet>,
-}
-
-impl Default for CacheConfig {
-    fn default() -> Self {
-        CacheConfig {
-            memory: ByteSize(256 << 20),
-            max_object: ByteSize(64 << 20),
-            heuristic_fraction: 0.1,
-            max_memory_object: ByteSize(1 << 20),
-            disk: DiskConfig::On {
-                path: "weir-cache".into(),
-                size: ByteSize(1 << 30),
-            },
-            stale_while_revalidate: Seconds::from_secs(0.0),
-            stale_if_error: Seconds::from_secs(0.0),
-            tag_headers: access::default_tag_headers(),
-            purge_from: default_allow(),
-        }
-    }
-}
-
-/// `[cache] disk`: `"off"`, or `{ path = "…", size = "…" }`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum DiskConfig {
-    /// No disk tier: the cache lives in memory only.
-    Off,
-    /// A disk tier in `path` (relative to the working directory), at most `size`.
-    On {
-        /// The directory.
-        path: std::path::PathBuf,
-        /// Total size of the stored files at most.
-        size: ByteSize,
-    },
-}
-
-impl<'de> Deserialize<'de> for DiskConfig {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Table {
-            path: std::path::PathBuf,
-            size: ByteSize,
-        }
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Either {
-            Word(String),
-            Table(Table),
-        }
-        match Either::deserialize(d).map_err(|_| {
-            serde::de::Error::custom(
-                "expected \"off\" or a table such as { path = \"weir-cache\", size = \"1GiB\" }",
-            )
-        })? {
-            Either::Word(w) if w == "off" => Ok(DiskConfig::Off),
-            Either::Word(w) => Err(serde::de::Error::custom(format!(
-                "`{w}`: expected \"off\" or a table such as {{ path = \"weir-cache\", size = \"1GiB\" }}"
-            ))),
-            Either::Table(t) => Ok(DiskConfig::On {
-                path: t.path,
-                size: t.size,
-            }),
-        }
-    }
 }
 
 /// `[limits]`
