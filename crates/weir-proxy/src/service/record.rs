@@ -1,0 +1,130 @@
+//! What is recorded of a transaction: the request details the access log needs, and
+//! the record completed (counted, logged, the modules' log event) when the response
+//! body ends or the client goes away.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use http::header::{self, HeaderValue};
+use http::{Method, Request};
+use hyper::body::Incoming;
+
+use super::Engine;
+use crate::access_log::LogRecord;
+use crate::config::ListenMode;
+use crate::metrics::{CacheOutcome, ErrorKind};
+use crate::modules::ModTxn;
+
+/// Request details kept for the access log (only when it is on).
+pub(crate) struct LogInfo {
+    pub(super) start: SystemTime,
+    pub(super) method: String,
+    pub(super) url: String,
+    pub(super) version: http::Version,
+    pub(super) upstream: Option<String>,
+    pub(super) content_type: Option<String>,
+    pub(super) user_agent: Option<String>,
+    pub(super) referer: Option<String>,
+}
+
+impl LogInfo {
+    pub(super) fn new(req: &Request<Incoming>, https: bool) -> LogInfo {
+        let header = |name| {
+            req.headers()
+                .get(name)
+                .and_then(|v: &HeaderValue| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        LogInfo {
+            start: SystemTime::now(),
+            method: req.method().to_string(),
+            url: log_url(req, https),
+            version: req.version(),
+            upstream: None,
+            content_type: None,
+            user_agent: header(header::USER_AGENT),
+            referer: header(header::REFERER),
+        }
+    }
+}
+
+/// The URL as Squid logs it: absolute, also for origin-form requests to a reverse
+/// listener (built from the Host header; `https` on a TLS listener).
+fn log_url(req: &Request<Incoming>, https: bool) -> String {
+    let uri = req.uri();
+    if uri.scheme().is_some() || req.method() == Method::CONNECT {
+        return uri.to_string();
+    }
+    match req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+    {
+        Some(host) if https => format!("https://{host}{uri}"),
+        Some(host) => format!("http://{host}{uri}"),
+        None => uri.to_string(),
+    }
+}
+
+/// A transaction in progress, completed when its response body ends or is dropped.
+pub(crate) struct TxnRecord {
+    pub(super) engine: Arc<Engine>,
+    pub(super) mode: ListenMode,
+    pub(super) client: SocketAddr,
+    pub(super) outcome: CacheOutcome,
+    pub(super) status: u16,
+    pub(super) start: Instant,
+    pub(super) bytes_in: u64,
+    pub(super) log: Option<Box<LogInfo>>,
+    /// The whole body was sent.
+    pub completed: bool,
+    /// The body failed mid-way (origin cut it).
+    pub body_failed: bool,
+    /// The modules' view of the transaction, for the log event.
+    pub(super) txn: Option<ModTxn>,
+    /// Where it went while body events stream (see `deliver`).
+    pub(super) shared: Option<crate::hooks::TxnSlot>,
+}
+
+impl TxnRecord {
+    pub(crate) fn finish(&mut self, bytes_out: u64) {
+        let elapsed = self.start.elapsed();
+        let m = &self.engine.metrics;
+        let outcome = if self.body_failed {
+            m.error(ErrorKind::OriginProtocol);
+            CacheOutcome::Error
+        } else {
+            if !self.completed {
+                m.error(ErrorKind::ClientAborted);
+            }
+            self.outcome
+        };
+        m.request_done(self.mode, outcome, elapsed, self.bytes_in, bytes_out);
+        if let Some(slot) = self.shared.take() {
+            self.txn = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        }
+        if let Some(ModTxn { chain, txn }) = self.txn.as_mut() {
+            chain.log(txn, m);
+        }
+        let fields = self.txn.as_ref().map_or(&[][..], |t| t.txn.log_fields());
+        if let (Some(log), Some(access_log)) = (&self.log, &self.engine.log) {
+            access_log.log(&LogRecord {
+                start: log.start,
+                elapsed,
+                client: self.client,
+                method: &log.method,
+                url: &log.url,
+                version: log.version,
+                status: self.status,
+                bytes_out,
+                outcome,
+                upstream: log.upstream.as_deref(),
+                content_type: log.content_type.as_deref(),
+                user_agent: log.user_agent.as_deref(),
+                referer: log.referer.as_deref(),
+                fields,
+            });
+        }
+    }
+}
