@@ -210,6 +210,7 @@ fn format_line(format: LogFormat, record: &LogRecord<'_>) -> String {
 fn squid_code(outcome: CacheOutcome, status: u16) -> &'static str {
     match outcome {
         CacheOutcome::Hit => "TCP_MEM_HIT",
+        CacheOutcome::DiskHit => "TCP_HIT",
         CacheOutcome::Miss | CacheOutcome::Bypass => "TCP_MISS",
         CacheOutcome::RefreshUnmodified => "TCP_REFRESH_UNMODIFIED",
         CacheOutcome::RefreshModified => "TCP_REFRESH_MODIFIED",

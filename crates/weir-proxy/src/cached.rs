@@ -83,8 +83,12 @@ pub(crate) async fn serve(
     let ticket = engine.cache.ticket();
     let now = SystemTime::now();
     let mut found = engine.cache.lookup(&key, &parts, now);
+    let mut hit = CacheOutcome::Hit;
     if matches!(found, Lookup::Miss) && engine.cache.has_disk() {
         found = engine.cache.lookup_disk(&key, &parts, now).await;
+        if matches!(found, Lookup::Fresh(_)) {
+            hit = CacheOutcome::DiskHit;
+        }
     }
     if txn.as_ref().is_some_and(|t| t.wants(Event::CacheLookup)) {
         let seen = match &found {
@@ -97,9 +101,7 @@ pub(crate) async fn serve(
         }
     }
     let stale = match found {
-        Lookup::Fresh(object) => {
-            return Ok(serve_object(&object, &parts, now, CacheOutcome::Hit, HIT))
-        }
+        Lookup::Fresh(object) => return Ok(serve_object(&object, &parts, now, hit, HIT)),
         Lookup::Stale(object) => {
             let window = engine.cache.settings().stale_while_revalidate;
             if object.may_serve_stale(&parts.headers, now, StaleUse::WhileRevalidate, window) {

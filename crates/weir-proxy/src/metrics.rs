@@ -25,8 +25,10 @@ pub use listener::{Alpn, Refusal};
 /// How a transaction was served, for metrics, the access log and `Cache-Status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheOutcome {
-    /// Served fresh from the cache.
+    /// Served fresh from the memory tier.
     Hit,
+    /// Served fresh from the disk tier.
+    DiskHit,
     /// Fetched from the origin (stored or not).
     Miss,
     /// A stale entry was validated with the origin, which answered 304.
@@ -52,8 +54,9 @@ pub enum CacheOutcome {
 
 impl CacheOutcome {
     /// All outcomes, in a fixed order (index = `self as usize`).
-    pub const ALL: [CacheOutcome; 11] = [
+    pub const ALL: [CacheOutcome; 12] = [
         CacheOutcome::Hit,
+        CacheOutcome::DiskHit,
         CacheOutcome::Miss,
         CacheOutcome::RefreshUnmodified,
         CacheOutcome::RefreshModified,
@@ -70,6 +73,7 @@ impl CacheOutcome {
     pub fn as_str(self) -> &'static str {
         match self {
             CacheOutcome::Hit => "hit",
+            CacheOutcome::DiskHit => "disk_hit",
             CacheOutcome::Miss => "miss",
             CacheOutcome::RefreshUnmodified => "refresh_unmodified",
             CacheOutcome::RefreshModified => "refresh_modified",

@@ -120,6 +120,13 @@ async fn a_restart_keeps_the_cache_and_large_bodies_stream_from_disk() {
         "large body differs after restart"
     );
     assert_eq!((origin.count("/small"), origin.count("/large")), (1, 1));
+    // Counted as disk hits (the small one was promoted to memory by its first read).
+    let disk_hits = metric(
+        &second.metrics(),
+        "weir_requests_total",
+        &[("cache", "disk_hit")],
+    );
+    assert!(disk_hits.is_some_and(|n| n >= 2.0), "{disk_hits:?}");
     assert!(metric_value(&second, "weir_cache_disk_entries") >= 2.0);
     let _ = std::fs::remove_dir_all(&dir);
 }
