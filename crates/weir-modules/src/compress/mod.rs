@@ -311,8 +311,9 @@ impl Module for Compress {
             .get(header::CONTENT_ENCODING)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| self.encodings.iter().any(|e| e.token() == v));
-        let identity = !headers::is_encoded(&response.headers);
-        if (ours || identity) && self.compressible(response) {
+        // A body this module encoded was found compressible when it was stored: only
+        // an identity body needs the type and directive checks again (on every hit).
+        if ours || (!headers::is_encoded(&response.headers) && self.compressible(response)) {
             headers::merge_vary(&mut response.headers);
         }
         Flow::Continue
