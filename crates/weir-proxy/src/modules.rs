@@ -9,6 +9,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use weir_api::{engine, Decision, Event, Flow, Module, Reply, Txn};
@@ -20,6 +21,8 @@ use crate::metrics::Metrics;
 pub(crate) struct LoadedModules {
     /// (name, module, optional), in configuration order, enabled ones only.
     modules: Vec<(String, Arc<dyn Module>, bool)>,
+    /// `[limits] module_wait`.
+    wait_limit: Duration,
 }
 
 impl LoadedModules {
@@ -74,7 +77,9 @@ impl LoadedModules {
             .filter(|(name, ..)| names.is_none_or(|names| names.contains(name)))
             .map(|(_, m, optional)| (m.clone(), *optional))
             .collect();
-        Arc::new(ModuleChain::new(chosen))
+        let mut chain = ModuleChain::new(chosen);
+        chain.wait_limit = self.wait_limit;
+        Arc::new(chain)
     }
 }
 
@@ -115,7 +120,10 @@ pub(crate) fn load(
     if !cfg!(feature = "modules") && !modules.is_empty() {
         return Err(config.module_error(0, None, "this build of Weir has no module support"));
     }
-    Ok(LoadedModules { modules })
+    Ok(LoadedModules {
+        modules,
+        wait_limit: config.limits.module_wait.0,
+    })
 }
 
 struct Loaded {
@@ -128,6 +136,8 @@ struct Loaded {
 pub(crate) struct ModuleChain {
     modules: Vec<Loaded>,
     by_event: [Vec<u16>; 8],
+    /// How long a `Flow::Wait` future may take (zero: no limit).
+    wait_limit: Duration,
 }
 
 /// The module chains of one listener: a reload replaces them together.
@@ -231,7 +241,8 @@ macro_rules! run_event {
                     $crate::modules::Step::Next => {}
                     $crate::modules::Step::Done(decided) => break 'run decided,
                     $crate::modules::Step::Wait(waiting) => {
-                        if let Some(decided) = chain.waited(event, module, waiting.await, metrics) {
+                        let waited = chain.bounded(waiting).await;
+                        if let Some(decided) = chain.waited(event, module, waited, metrics) {
                             break 'run decided;
                         }
                     }
@@ -317,6 +328,22 @@ impl ModuleChain {
         }
     }
 
+    /// Awaits a module's `Flow::Wait` future for at most `[limits] module_wait`; a future
+    /// that takes longer has failed, as if it had panicked (it is dropped, so what it
+    /// was doing is cancelled).
+    pub async fn bounded(&self, waiting: Waiting<'_>) -> std::thread::Result<Decision> {
+        if self.wait_limit.is_zero() {
+            return waiting.await;
+        }
+        match tokio::time::timeout(self.wait_limit, waiting).await {
+            Ok(decided) => decided,
+            Err(_) => Err(Box::new(format!(
+                "its Flow::Wait future took longer than {:?} ([limits] module_wait)",
+                self.wait_limit
+            ))),
+        }
+    }
+
     /// What module `i` decided after it waited; `None`: go on.
     pub fn waited(
         &self,
@@ -345,7 +372,7 @@ impl ModuleChain {
         let loaded = &self.modules[module];
         let name = loaded.module.name().to_string();
         metrics.module_failed(&name);
-        tracing::error!(module = %name, event = event.name(), "module panicked: {}", panic_text(&panic));
+        tracing::error!(module = %name, event = event.name(), "module failed: {}", panic_text(&panic));
         (!loaded.optional).then_some(Hook::Failed(name))
     }
 

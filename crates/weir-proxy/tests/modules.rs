@@ -1220,6 +1220,63 @@ async fn a_panicking_module_fails_only_its_transaction() {
     weir.stop().await;
 }
 
+/// Waits forever at request headers when the request carries `x-stuck: <its name>`.
+struct Stuck {
+    name: &'static str,
+}
+
+impl Module for Stuck {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn events(&self) -> Events {
+        Events::of(&[Event::RequestHeaders])
+    }
+
+    fn on_request_headers<'a>(&'a self, _txn: &'a mut Txn, r: &'a mut RequestHead) -> Flow<'a> {
+        if r.headers.get("x-stuck").is_some_and(|v| v == self.name) {
+            return Flow::wait(std::future::pending());
+        }
+        Flow::Continue
+    }
+}
+
+#[tokio::test]
+async fn a_wait_that_never_ends_is_cut_off_by_module_wait() {
+    let origin = TestOrigin::start();
+    origin.route("/s/*", Reply::ok("fine"));
+    let weir = Setup::new(&origin)
+        .module("stuck", Stuck { name: "stuck" })
+        .module_with("lax", Stuck { name: "lax" }, "optional = true")
+        .extra("[limits]\nmodule_wait = \"300ms\"\n")
+        .admin()
+        .start()
+        .await;
+
+    let start = Instant::now();
+    let r = weir.get_with("/s/stuck", &[("x-stuck", "stuck")]).await;
+    assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR, "{}", r.text());
+    assert!(r.text().contains("stuck"), "{}", r.text());
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(300) && took < support::SOON,
+        "{took:?}"
+    );
+    assert_eq!(origin.count("/s/stuck"), 0);
+
+    // An optional module that waits too long is passed by.
+    let r = weir.get_with("/s/lax", &[("x-stuck", "lax")]).await;
+    assert_eq!((r.status, r.text().as_str()), (StatusCode::OK, "fine"));
+
+    let text = weir.metrics().await;
+    for module in ["stuck", "lax"] {
+        let n = metric(&text, "weir_module_failures_total", &[("module", module)]);
+        assert_eq!(n, Some(1.0), "{module}: {text}");
+    }
+    weir.stop().await;
+}
+
 // ---------------------------------------------------------------------------------
 // Per-listener chains, and the log event.
 

@@ -272,6 +272,9 @@ pub struct LimitsConfig {
     /// Largest body a module may ask to receive whole (`Txn::whole_body`); a larger
     /// one passes through unchanged.
     pub module_body: ByteSize,
+    /// Longest a module's `Flow::Wait` future may take; after it, the module has
+    /// failed (a 500, or pass-through when it is optional).
+    pub module_wait: Seconds,
 }
 
 impl Default for LimitsConfig {
@@ -280,6 +283,7 @@ impl Default for LimitsConfig {
             max_request_header: ByteSize(32 << 10),
             max_request_body: ByteSize(1 << 30),
             module_body: ByteSize(16 << 20),
+            module_wait: Seconds::from_secs(30.0),
         }
     }
 }

@@ -162,6 +162,12 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
         );
     }
 
+    if config.limits.module_wait.0.is_zero() {
+        report(
+            vec![KeyPath::top("limits").key("module_wait")],
+            "must be greater than 0".into(),
+        );
+    }
     let header = config.limits.max_request_header.0;
     if !(MIN_REQUEST_HEADER..=MAX_REQUEST_HEADER).contains(&header) {
         report(
