@@ -55,7 +55,32 @@ impl Body {
                 source: Source::File {
                     body: f.clone(),
                     pos: 0,
-                    crc: crc32fast::Hasher::new(),
+                    end: f.len,
+                    crc: Some(crc32fast::Hasher::new()),
+                    done: false,
+                },
+            },
+        }
+    }
+
+    /// A reader of `len` bytes from `start` (a byte range; the caller keeps it within
+    /// the body). A part of a file body cannot be checked against the body's checksum:
+    /// it is read as it is (the file's size and header were checked when it was found).
+    pub fn range_reader(&self, start: u64, len: u64) -> BodyReader {
+        match self {
+            Body::Memory(b) => {
+                let end = (start + len).min(b.len() as u64) as usize;
+                let start = (start as usize).min(end);
+                BodyReader {
+                    source: Source::Memory(Some(b.slice(start..end))),
+                }
+            }
+            Body::File(f) => BodyReader {
+                source: Source::File {
+                    body: f.clone(),
+                    pos: start.min(f.len),
+                    end: (start + len).min(f.len),
+                    crc: None,
                     done: false,
                 },
             },
@@ -117,7 +142,10 @@ enum Source {
     File {
         body: FileBody,
         pos: u64,
-        crc: crc32fast::Hasher,
+        /// Where reading stops (the body's length, or the end of a range).
+        end: u64,
+        /// Checked at the end when the whole body is read.
+        crc: Option<crc32fast::Hasher>,
         done: bool,
     },
 }
@@ -142,24 +170,29 @@ impl BodyReader {
             Source::File {
                 body,
                 pos,
+                end,
                 crc,
                 done,
             } => {
-                if *done || *pos >= body.len {
-                    if !*done {
-                        *done = true;
-                        return check(body, crc.clone().finalize());
-                    }
+                if *done {
                     return None;
                 }
-                let want = (body.len - *pos).min(READ_CHUNK as u64) as usize;
+                if *pos >= *end {
+                    *done = true;
+                    return crc.as_ref().and_then(|c| check(body, c.clone().finalize()));
+                }
+                let want = (*end - *pos).min(READ_CHUNK as u64) as usize;
                 match body.read_at(*pos, want).await {
                     Ok(chunk) => {
                         *pos += chunk.len() as u64;
-                        crc.update(&chunk);
-                        if *pos >= body.len {
+                        if let Some(c) = crc.as_mut() {
+                            c.update(&chunk);
+                        }
+                        if *pos >= *end {
                             *done = true;
-                            if let Some(Err(e)) = check(body, crc.clone().finalize()) {
+                            let verdict =
+                                crc.as_ref().and_then(|c| check(body, c.clone().finalize()));
+                            if let Some(Err(e)) = verdict {
                                 return Some(Err(e));
                             }
                         }

@@ -17,6 +17,7 @@ use crate::upstream::OriginAddr;
 use weir_api::{CacheLookup, Event};
 
 mod fill;
+pub(crate) mod range;
 use fill::{revalidate_in_background, start_fetch, Fill};
 
 /// What a flight's readers learn when the origin's response head arrives.
@@ -65,6 +66,19 @@ pub(crate) fn cache_key(target: &Target) -> CacheKey {
     )
 }
 
+/// The key a request is looked up under: its URL's, with the module variant the
+/// transaction's modules chose, if any.
+pub(crate) fn key_for(target: &Target, txn: &Option<ModTxn>) -> CacheKey {
+    let key = cache_key(target);
+    match txn
+        .as_ref()
+        .and_then(|t| t.txn.cache_overrides().variant.as_deref())
+    {
+        Some(variant) => key.with_module_variant(variant),
+        None => key,
+    }
+}
+
 /// Serves a GET or HEAD through the cache.
 pub(crate) async fn serve(
     engine: &Arc<Engine>,
@@ -72,13 +86,7 @@ pub(crate) async fn serve(
     target: Target,
     txn: &mut Option<ModTxn>,
 ) -> Result<Served, ProxyError> {
-    let mut key = cache_key(&target);
-    if let Some(variant) = txn
-        .as_ref()
-        .and_then(|t| t.txn.cache_overrides().variant.as_deref())
-    {
-        key = key.with_module_variant(variant);
-    }
+    let key = key_for(&target, txn);
     // Before the lookup: a stale copy read now must not outlive an invalidation either.
     let ticket = engine.cache.ticket();
     let now = SystemTime::now();

@@ -296,6 +296,12 @@ async fn transact(
         drop(body);
         return crate::cached::serve(engine, parts, target, txn).await;
     }
+    if !skip_cache && crate::cached::range::is_range_candidate(&parts) {
+        let key = crate::cached::key_for(&target, txn);
+        if let Some(served) = crate::cached::range::from_cache(engine, &parts, key).await {
+            return Ok(served);
+        }
+    }
     let body = if body_is_empty(&parts, &body) {
         RequestBody::Empty
     } else if headers::content_length(&parts.headers).is_some() {

@@ -1,0 +1,226 @@
+//! Range requests (RFC 9110 §14) answered from a fresh stored copy: one range gets a
+//! 206 with the slice, an unsatisfiable one a 416, anything else (several ranges, a
+//! syntax Weir does not serve, an `If-Range` that does not match) the whole object.
+//! Without a fresh copy the request is forwarded as before and nothing is stored.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use futures_util::stream;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{request, Method, Response, StatusCode};
+use weir_cache::{CacheKey, CachedObject, Lookup};
+
+use super::{serve_object, HIT};
+use crate::body::ProxyBody;
+use crate::metrics::CacheOutcome;
+use crate::service::{Engine, Served};
+
+/// A GET with one `Range` header, which a stored copy may answer.
+pub(crate) fn is_range_candidate(parts: &request::Parts) -> bool {
+    parts.method == Method::GET
+        && parts.headers.get_all(header::RANGE).iter().count() == 1
+        && weir_cache::directive(&parts.headers, "no-store").is_none()
+        && weir_cache::directive(&parts.headers, "no-cache").is_none()
+}
+
+/// The answer from a fresh stored copy, or `None` when there is none.
+pub(crate) async fn from_cache(
+    engine: &Arc<Engine>,
+    parts: &request::Parts,
+    key: CacheKey,
+) -> Option<Served> {
+    let now = SystemTime::now();
+    let mut outcome = CacheOutcome::Hit;
+    let mut found = engine.cache.lookup(&key, parts, now);
+    if matches!(found, Lookup::Miss) && engine.cache.has_disk() {
+        found = engine.cache.lookup_disk(&key, parts, now).await;
+        outcome = CacheOutcome::DiskHit;
+    }
+    let Lookup::Fresh(object) = found else {
+        return None;
+    };
+    if object.status != StatusCode::OK {
+        return None;
+    }
+    let whole = || Some(serve_object(&object, parts, now, outcome, HIT));
+    if object.satisfies_conditional(&parts.headers) {
+        return whole();
+    }
+    if let Some(condition) = parts.headers.get(header::IF_RANGE) {
+        if !if_range_holds(condition, &object.headers) {
+            return whole();
+        }
+    }
+    let len = object.body.len();
+    let range = parts.headers.get(header::RANGE)?;
+    let response = match parse(range, len) {
+        Spec::Ignore => return whole(),
+        Spec::Unsatisfiable => {
+            let mut r = Response::new(ProxyBody::empty());
+            *r.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+            let h = r.headers_mut();
+            *h = object.response_headers(now);
+            h.insert(header::CONTENT_RANGE, content_range(None, len));
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+            r
+        }
+        Spec::Bytes(first, last) => partial(&object, now, first, last),
+    };
+    Some(Served {
+        response,
+        outcome,
+        cache_status: HIT,
+        upstream: None,
+        origin_body: false,
+    })
+}
+
+/// A 206 with bytes `first..=last` of the object.
+fn partial(object: &CachedObject, now: SystemTime, first: u64, last: u64) -> Response<ProxyBody> {
+    let len = last - first + 1;
+    let reader = object.body.range_reader(first, len);
+    let body = stream::unfold(reader, |mut r| async move {
+        r.next_chunk()
+            .await
+            .map(|c| (c.map_err(|e| e.to_string().into()), r))
+    });
+    let mut r = Response::new(ProxyBody::stream(Box::pin(body)));
+    *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+    let h = r.headers_mut();
+    *h = object.response_headers(now);
+    h.insert(
+        header::CONTENT_RANGE,
+        content_range(Some((first, last)), object.body.len()),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    r
+}
+
+fn content_range(range: Option<(u64, u64)>, len: u64) -> HeaderValue {
+    let text = match range {
+        Some((first, last)) => format!("bytes {first}-{last}/{len}"),
+        None => format!("bytes */{len}"),
+    };
+    HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static("bytes */0"))
+}
+
+/// What a `Range` header asks of a body of `len` bytes.
+#[derive(Debug, PartialEq, Eq)]
+enum Spec {
+    /// Bytes `first..=last`.
+    Bytes(u64, u64),
+    /// One range, none of whose bytes exist: 416.
+    Unsatisfiable,
+    /// Several ranges, another unit, or invalid syntax: the whole body (a server may
+    /// ignore `Range`, RFC 9110 §14.2).
+    Ignore,
+}
+
+fn parse(value: &HeaderValue, len: u64) -> Spec {
+    let Some(spec) = value.to_str().ok().map(str::trim).and_then(|v| {
+        v.get(..6)
+            .filter(|u| u.eq_ignore_ascii_case("bytes="))
+            .map(|_| &v[6..])
+    }) else {
+        return Spec::Ignore;
+    };
+    if spec.contains(',') {
+        return Spec::Ignore;
+    }
+    let Some((a, b)) = spec.trim().split_once('-') else {
+        return Spec::Ignore;
+    };
+    let number = |s: &str| -> Option<u64> {
+        (!s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    match (a.trim(), b.trim()) {
+        ("", suffix) => match number(suffix) {
+            Some(0) => Spec::Unsatisfiable,
+            Some(_) if len == 0 => Spec::Unsatisfiable,
+            Some(n) => Spec::Bytes(len - n.min(len), len - 1),
+            None => Spec::Ignore,
+        },
+        (first, "") => match number(first) {
+            Some(f) if f < len => Spec::Bytes(f, len - 1),
+            Some(_) => Spec::Unsatisfiable,
+            None => Spec::Ignore,
+        },
+        (first, last) => match (number(first), number(last)) {
+            (Some(f), Some(l)) if f > l => Spec::Ignore,
+            (Some(f), Some(_)) if f >= len => Spec::Unsatisfiable,
+            (Some(f), Some(l)) => Spec::Bytes(f, l.min(len - 1)),
+            _ => Spec::Ignore,
+        },
+    }
+}
+
+/// `If-Range`: a strong entity tag equal to the stored one, or a date equal to the
+/// stored `Last-Modified` (RFC 9110 §13.1.5). Anything else means "send it all".
+fn if_range_holds(condition: &HeaderValue, stored: &HeaderMap) -> bool {
+    let Ok(condition) = condition.to_str().map(str::trim) else {
+        return false;
+    };
+    if condition.starts_with('"') {
+        return stored
+            .get(header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|etag| etag.trim() == condition);
+    }
+    if condition.starts_with("W/") {
+        return false;
+    }
+    stored
+        .get(header::LAST_MODIFIED)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|lm| {
+            httpdate::parse_http_date(lm).ok() == httpdate::parse_http_date(condition).ok()
+                && httpdate::parse_http_date(condition).is_ok()
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(v: &str, len: u64) -> Spec {
+        parse(&HeaderValue::from_str(v).unwrap(), len)
+    }
+
+    #[test]
+    fn byte_ranges() {
+        assert_eq!(p("bytes=0-3", 10), Spec::Bytes(0, 3));
+        assert_eq!(p("bytes=5-", 10), Spec::Bytes(5, 9));
+        assert_eq!(p("bytes=-4", 10), Spec::Bytes(6, 9));
+        assert_eq!(p("bytes=-40", 10), Spec::Bytes(0, 9));
+        assert_eq!(p("bytes=8-100", 10), Spec::Bytes(8, 9));
+        assert_eq!(p("Bytes= 2-2", 10), Spec::Bytes(2, 2));
+        assert_eq!(p("bytes=10-", 10), Spec::Unsatisfiable);
+        assert_eq!(p("bytes=12-20", 10), Spec::Unsatisfiable);
+        assert_eq!(p("bytes=-0", 10), Spec::Unsatisfiable);
+        assert_eq!(p("bytes=0-1,4-5", 10), Spec::Ignore);
+        assert_eq!(p("bytes=5-2", 10), Spec::Ignore);
+        assert_eq!(p("items=0-1", 10), Spec::Ignore);
+        assert_eq!(p("bytes=a-b", 10), Spec::Ignore);
+        assert_eq!(p("bytes=+1-2", 10), Spec::Ignore);
+    }
+
+    #[test]
+    fn if_range() {
+        let mut stored = HeaderMap::new();
+        stored.insert(header::ETAG, HeaderValue::from_static("\"v1\""));
+        stored.insert(
+            header::LAST_MODIFIED,
+            HeaderValue::from_static("Tue, 15 Nov 1994 08:12:31 GMT"),
+        );
+        let holds = |c: &str| if_range_holds(&HeaderValue::from_str(c).unwrap(), &stored);
+        assert!(holds("\"v1\""));
+        assert!(!holds("\"v2\""));
+        assert!(!holds("W/\"v1\""));
+        assert!(holds("Tue, 15 Nov 1994 08:12:31 GMT"));
+        assert!(!holds("Wed, 16 Nov 1994 08:12:31 GMT"));
+        assert!(!holds("garbage"));
+    }
+}
