@@ -446,3 +446,37 @@ fn abusive_clients_do_not_crash_the_process() {
     }
     assert_still_serving(&mut proxy, &origin);
 }
+
+#[tokio::test]
+async fn an_origin_that_stalls_mid_body_is_cut_off() {
+    let origin = TestOrigin::start();
+    // 64 KiB chunks, 3 s apart: the first arrives, then the origin stalls.
+    let stalled = || {
+        Reply::stream(4 * CHUNK as u64)
+            .chunk_delay(Duration::from_secs(3))
+            .cc("max-age=60")
+    };
+    origin.route("/stall/cached", stalled());
+    origin.route("/stall/passed", stalled().cc("no-store"));
+    let proxy = Proxy::builder()
+        .forward()
+        .option("timeouts", "origin_body_idle", "500ms")
+        .start();
+    let client = proxied_client(proxy.forward_addr());
+    for path in ["/stall/cached", "/stall/passed"] {
+        let start = Instant::now();
+        let r = try_send(&client, "GET", &origin.url(path), &[], None).await;
+        let took = start.elapsed();
+        assert!(
+            r.is_err(),
+            "{path}: the body should be cut, got {:?}",
+            r.map(|r| r.body.len())
+        );
+        // Cut after half a second of silence, not after the origin's 3 s pause.
+        assert!(took < Duration::from_millis(2900), "{path}: {took:?}");
+    }
+    // Nothing cut short was stored.
+    origin.route("/stall/cached", Reply::ok("whole").cc("max-age=60"));
+    let r = get(&client, &origin.url("/stall/cached"), &[]).await;
+    assert_eq!(r.text(), "whole");
+}

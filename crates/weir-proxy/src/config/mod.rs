@@ -299,6 +299,9 @@ pub struct TimeoutsConfig {
     pub client_handshake: Seconds,
     /// Waiting for an origin's response header after the request was sent; 504 after.
     pub origin_response: Seconds,
+    /// The longest an origin may pause in the middle of a response body; the body is
+    /// then cut (and the connection closed).
+    pub origin_body_idle: Seconds,
     /// A keep-alive client connection with nothing in flight is closed after this.
     pub client_idle: Seconds,
     /// On SIGTERM/SIGINT, how long in-flight transactions may take to finish.
@@ -311,6 +314,7 @@ impl Default for TimeoutsConfig {
             connect: Seconds::from_secs(5.0),
             client_handshake: Seconds::from_secs(10.0),
             origin_response: Seconds::from_secs(60.0),
+            origin_body_idle: Seconds::from_secs(60.0),
             client_idle: Seconds::from_secs(60.0),
             shutdown_grace: Seconds::from_secs(10.0),
         }

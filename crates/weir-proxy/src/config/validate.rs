@@ -162,6 +162,12 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
         );
     }
 
+    if config.timeouts.origin_body_idle.0.is_zero() {
+        report(
+            vec![KeyPath::top("timeouts").key("origin_body_idle")],
+            "must be greater than 0".into(),
+        );
+    }
     if config.limits.module_wait.0.is_zero() {
         report(
             vec![KeyPath::top("limits").key("module_wait")],

@@ -92,6 +92,8 @@ pub(crate) struct Upstream {
     settings: UpstreamConfig,
     connect_timeout: Duration,
     response_timeout: Duration,
+    /// `[timeouts] origin_body_idle`.
+    body_idle: Duration,
     metrics: Arc<Metrics>,
 }
 
@@ -191,6 +193,7 @@ impl Upstream {
             settings: settings.clone(),
             connect_timeout: timeouts.connect.0,
             response_timeout: timeouts.origin_response.0,
+            body_idle: timeouts.origin_body_idle.0,
             metrics,
         });
         let weak = Arc::downgrade(&upstream);
@@ -360,7 +363,8 @@ impl Upstream {
                 } else {
                     Hold::Http1(conn)
                 };
-                Ok(resp.map(|inner| UpstreamBody { inner, hold }))
+                let idle = IdleLimit::new(self.body_idle);
+                Ok(resp.map(|inner| UpstreamBody { inner, hold, idle }))
             }
             Err(e) => Err(classify(e)),
         }
@@ -395,7 +399,8 @@ impl Upstream {
                     } else {
                         Hold::Http2 { _slot: slot }
                     };
-                    return Ok(resp.map(|inner| UpstreamBody { inner, hold }));
+                    let idle = IdleLimit::new(self.body_idle);
+                    return Ok(resp.map(|inner| UpstreamBody { inner, hold, idle }));
                 }
                 Ok(Err(mut e)) => {
                     let unsent = e.take_message();
@@ -449,6 +454,36 @@ enum Hold {
 pub(crate) struct UpstreamBody {
     inner: Incoming,
     hold: Hold,
+    idle: IdleLimit,
+}
+
+/// The longest an origin may leave a body without new data. The timer is made the
+/// first time the body has nothing ready, so a body that arrives at once costs none.
+struct IdleLimit {
+    limit: Duration,
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl IdleLimit {
+    fn new(limit: Duration) -> IdleLimit {
+        IdleLimit { limit, timer: None }
+    }
+
+    /// Data arrived: the limit starts again.
+    fn data(&mut self) {
+        if let Some(t) = self.timer.as_mut() {
+            t.as_mut().reset(tokio::time::Instant::now() + self.limit);
+        }
+    }
+
+    /// Nothing is ready: whether the limit has passed (registering `cx` if not).
+    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        let limit = self.limit;
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        std::future::Future::poll(timer.as_mut(), cx).is_ready()
+    }
 }
 
 impl UpstreamBody {
@@ -465,9 +500,21 @@ impl UpstreamBody {
     ) -> Poll<Option<Result<Bytes, BoxError>>> {
         loop {
             match Pin::new(&mut self.inner).poll_frame(cx) {
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => {
+                    if !self.idle.expired(cx) {
+                        return Poll::Pending;
+                    }
+                    // A connection in the middle of a body is not reused.
+                    self.hold = Hold::None;
+                    return Poll::Ready(Some(Err(format!(
+                        "the origin sent no body data for {:?} ([timeouts] origin_body_idle)",
+                        self.idle.limit
+                    )
+                    .into())));
+                }
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                     Ok(data) => {
+                        self.idle.data();
                         // The consumer may stop polling once it has the declared length.
                         if self.inner.is_end_stream() {
                             self.release();
