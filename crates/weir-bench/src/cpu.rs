@@ -27,9 +27,35 @@ fn clock_ticks() -> f64 {
     })
 }
 
-/// The sum over `pids`; None if any is unreadable.
-pub fn total_cpu_seconds(pids: &[u32]) -> Option<f64> {
-    pids.iter().map(|&p| cpu_seconds(p)).sum()
+/// The CPU time of a set of processes, read repeatedly. A process that exits (nginx's
+/// cache loader does, a minute after start) keeps the last value read from it, so the
+/// total never goes down; read often to lose little of a process that exits.
+pub struct CpuMeter {
+    pids: Vec<u32>,
+    last: std::sync::Mutex<Vec<Option<f64>>>,
+}
+
+impl CpuMeter {
+    pub fn new(pids: &[u32]) -> CpuMeter {
+        CpuMeter {
+            pids: pids.to_vec(),
+            last: std::sync::Mutex::new(vec![None; pids.len()]),
+        }
+    }
+
+    /// CPU seconds of all the processes so far; None when none was ever readable.
+    pub fn read(&self) -> Option<f64> {
+        let mut last = self.last.lock().unwrap();
+        for (pid, l) in self.pids.iter().zip(last.iter_mut()) {
+            if let Some(now) = cpu_seconds(*pid) {
+                *l = Some(now);
+            }
+        }
+        last.iter().copied().reduce(|a, b| match (a, b) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        })?
+    }
 }
 
 #[cfg(test)]
@@ -44,5 +70,8 @@ mod tests {
         let s = super::cpu_seconds(std::process::id()).expect("readable /proc");
         assert!(s >= 0.0);
         assert!(super::cpu_seconds(u32::MAX).is_none());
+        let meter = super::CpuMeter::new(&[std::process::id(), u32::MAX]);
+        assert!(meter.read().unwrap() >= s);
+        assert!(super::CpuMeter::new(&[u32::MAX]).read().is_none());
     }
 }

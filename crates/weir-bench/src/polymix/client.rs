@@ -220,35 +220,36 @@ struct Fetched {
 
 async fn fetch(pool: &Pool, live: &Live, url: &str) -> Result<Fetched, String> {
     let _permit = pool.permits.acquire().await.map_err(|e| e.to_string())?;
-    let idle = pool.idle.lock().unwrap().pop();
-    let mut sender = match idle {
-        Some(s) => s,
-        None => {
-            let tcp = tokio::net::TcpStream::connect(pool.proxy)
-                .await
-                .map_err(|e| format!("cannot connect to the proxy at {}: {e}", pool.proxy))?;
-            let _ = tcp.set_nodelay(true);
-            let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-                .await
-                .map_err(|e| format!("HTTP handshake with the proxy: {e}"))?;
-            tokio::spawn(conn);
-            live.connections.fetch_add(1, Ordering::Relaxed);
-            sender
-        }
-    };
+    let mut idle = pool.idle.lock().unwrap().pop();
     let authority = url
         .strip_prefix("http://")
         .and_then(|r| r.split('/').next())
         .unwrap_or_default();
-    // Absolute form: the proxy is used in forward mode and routes by the URL.
-    let req = http::Request::get(url)
-        .header(http::header::HOST, authority)
-        .body(Empty::new())
-        .map_err(|e| e.to_string())?;
-    let resp = sender
-        .send_request(req)
-        .await
-        .map_err(|e| format!("proxy connection: {e}"))?;
+    let (resp, sender) = loop {
+        let reused = idle.is_some();
+        let mut sender = match idle.take() {
+            Some(s) => s,
+            None => connect(pool, live).await?,
+        };
+        // Absolute form: the proxy is used in forward mode and routes by the URL.
+        let req = http::Request::get(url)
+            .header(http::header::HOST, authority)
+            .body(Empty::new())
+            .map_err(|e| e.to_string())?;
+        match sender.send_request(req).await {
+            Ok(resp) => break (resp, sender),
+            // A kept-alive connection that the proxy closed as it was reused: nothing was
+            // answered, and a GET may be sent again on a new one, as browsers do.
+            Err(_) if reused => continue,
+            Err(e) => return Err(format!("proxy connection: {e}")),
+        }
+    };
+    // The proxy's last response on a connection says so (nginx: every 1000 requests).
+    let closing = resp
+        .headers()
+        .get(http::header::CONNECTION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().contains("close"));
     let status = resp.status();
     let outcome = outcome(resp.headers());
     let serial = resp
@@ -265,7 +266,7 @@ async fn fetch(pool: &Pool, live: &Live, url: &str) -> Result<Fetched, String> {
         let text = String::from_utf8_lossy(&body[..body.len().min(80)]).into_owned();
         return Err(format!("status {status}: {}", text.trim()));
     }
-    if sender.is_ready() {
+    if !closing && sender.is_ready() {
         pool.idle.lock().unwrap().push(sender);
     }
     let stored_copy = match serial {
@@ -277,6 +278,19 @@ async fn fetch(pool: &Pool, live: &Live, url: &str) -> Result<Fetched, String> {
         bytes: body.len() as u64,
         stored_copy,
     })
+}
+
+async fn connect(pool: &Pool, live: &Live) -> Result<SendRequest<Empty<Bytes>>, String> {
+    let tcp = tokio::net::TcpStream::connect(pool.proxy)
+        .await
+        .map_err(|e| format!("cannot connect to the proxy at {}: {e}", pool.proxy))?;
+    let _ = tcp.set_nodelay(true);
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .map_err(|e| format!("HTTP handshake with the proxy: {e}"))?;
+    tokio::spawn(conn);
+    live.connections.fetch_add(1, Ordering::Relaxed);
+    Ok(sender)
 }
 
 /// Reads the proxy's verdict: RFC 9211 `Cache-Status` (the last member is the proxy

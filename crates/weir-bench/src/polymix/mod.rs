@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
-use crate::cpu::total_cpu_seconds;
+use crate::cpu::CpuMeter;
 use crate::weir::{default_binary, WeirProcess};
 use client::{Live, Plan};
 use model::Model;
@@ -182,7 +182,8 @@ async fn run_load(
     )
     .await
     .map(|r| r.map(drop));
-    let cpu0 = total_cpu_seconds(pids);
+    let cpu = CpuMeter::new(pids);
+    let cpu0 = cpu.read();
     let start = Instant::now();
     let mut fill_snapshot: Option<([Counts; 4], Option<f64>)> = None;
     match reachable {
@@ -210,8 +211,9 @@ async fn run_load(
                     _ = sigterm.recv() => stop("interrupted (SIGTERM)".into()),
                     _ = tick.tick() => {
                         let t = start.elapsed().as_secs_f64();
+                        let cpu_now = cpu.read();
                         if fill_snapshot.is_none() && t >= args.fill_secs {
-                            fill_snapshot = Some((origin.counts(), total_cpu_seconds(pids)));
+                            fill_snapshot = Some((origin.counts(), cpu_now));
                         }
                         progress(&live, t, args.fill_secs, total, tty);
                         if let Some(why) = hopeless(&live, t) {
@@ -243,7 +245,7 @@ async fn run_load(
     }
     let wall = start.elapsed().as_secs_f64();
     let end_counts = origin.counts();
-    let end_cpu = total_cpu_seconds(pids);
+    let end_cpu = cpu.read();
     let (fill_counts, fill_cpu) = fill_snapshot.unwrap_or((end_counts, end_cpu));
     let plateau_counts: [Counts; 4] = std::array::from_fn(|i| end_counts[i].minus(&fill_counts[i]));
     let samples = std::mem::take(&mut *live.samples.lock().unwrap());

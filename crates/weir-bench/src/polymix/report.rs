@@ -128,7 +128,8 @@ impl PhaseStats {
         ratio(self.hit_bytes, self.bytes)
     }
 
-    /// The origin's view: answers the client got whose body the origin did not send.
+    /// The origin's view: answers the client got whose body the origin did not send
+    /// (hits, and validations the origin answered with 304).
     pub fn origin_hit_ratio(&self) -> f64 {
         1.0 - ratio(self.origin.ok, self.ok)
     }
@@ -160,8 +161,8 @@ impl PhaseStats {
             "stored_copies_by_serial": self.stored_copies,
             "hit_ratio": self.hit_ratio(), "byte_hit_ratio": self.byte_hit_ratio(),
             "origin": counts_json(&self.origin),
-            "origin_hit_ratio": self.origin_hit_ratio(),
-            "origin_byte_hit_ratio": self.origin_byte_hit_ratio(),
+            "not_from_origin_ratio": self.origin_hit_ratio(),
+            "not_from_origin_byte_ratio": self.origin_byte_hit_ratio(),
             "throughput_per_s": self.throughput(),
             "proxy_cpu_secs": self.cpu, "requests_per_cpu_second": self.per_cpu_second(),
             "latency": {"all": lat(&self.all), "hits": lat(&self.hits), "misses": lat(&self.misses)},

@@ -9,7 +9,7 @@ const W: f64 = 900.0;
 const PANEL_H: f64 = 220.0;
 const LEFT: f64 = 60.0;
 const RIGHT: f64 = 20.0;
-const TOP: f64 = 30.0;
+const TOP: f64 = 56.0;
 const GAP: f64 = 50.0;
 
 struct Panel {
@@ -114,8 +114,7 @@ pub fn chart(buckets: &[Bucket], width: f64, fill_end: f64, ideal: f64, title: &
     let _ = writeln!(out, r#"<rect width="{W}" height="{h}" fill="white"/>"#);
     let _ = writeln!(
         out,
-        r#"<text x="{}" y="16" font-size="13" text-anchor="end">{}</text>"#,
-        W - RIGHT,
+        r#"<text x="{LEFT}" y="18" font-size="13">{}</text>"#,
         escape(title)
     );
 
