@@ -389,11 +389,11 @@ pub fn markdown(info: &RunInfo, phases: &[PhaseStats; 3], samples: &[Sample]) ->
             }),
         ),
         (
-            "hit ratio by request (origin's counts)",
+            "not sent by the origin, by request (hits and 304s; origin's counts)",
             Box::new(move |p| pct(p.origin_hit_ratio())),
         ),
         (
-            "hit ratio by byte (origin's counts)",
+            "not sent by the origin, by byte (origin's counts)",
             Box::new(move |p| pct(p.origin_byte_hit_ratio())),
         ),
         (
