@@ -241,3 +241,15 @@ fn ctrl_c_ends_the_run_with_a_partial_report() {
     assert!(n(&r["whole"], "ok") > 0, "{}", r["whole"]);
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn a_proxy_off_the_machine_is_refused() {
+    let out = temp_dir("remote");
+    let child = spawn(&["--proxy", "192.0.2.1:3128"], &out);
+    let (output, took) = finish(child, Duration::from_secs(10));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("loopback"), "{stderr}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -92,6 +92,12 @@ pub fn run(args: Args) -> Result<(), String> {
     if !(args.rate > 0.0 && args.fill_secs >= 0.0 && args.plateau_secs > 0.0) {
         return Err("--rate and --plateau-secs must be positive".into());
     }
+    // The origins listen on 127.0.0.1 only, and no benchmark traffic leaves the machine.
+    if let Some(p) = args.proxy.filter(|p| !p.ip().is_loopback()) {
+        return Err(format!(
+            "--proxy {p}: give a loopback address (127.0.0.1:PORT)"
+        ));
+    }
     let out = args.out.clone().unwrap_or_else(|| {
         let secs = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
