@@ -2,8 +2,10 @@
 //! it needs on loopback, bounds itself in time and stops by itself.
 #![deny(missing_docs)]
 
+mod cpu;
 mod dispatcher;
 mod origin;
+mod polymix;
 mod stats;
 mod weir;
 
@@ -25,12 +27,17 @@ enum Command {
     /// Blocking (HTTP/1.1 pool) vs correlated (HTTP/2) dispatch to one slow origin:
     /// a burst of concurrent misses and a run of sequential misses through Weir.
     Dispatcher(dispatcher::Args),
+    /// A PolyMix-style workload through a forward proxy: many virtual origin servers,
+    /// realistic content and popularity, open-loop load; hit ratios, hit and miss
+    /// times, requests per CPU-second of the proxy; Markdown, JSON and SVG report.
+    Polymix(polymix::Args),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Dispatcher(args) => dispatcher::run(args),
+        Command::Polymix(args) => polymix::run(args),
     };
     if let Err(e) = result {
         eprintln!("weir-bench: {e}");

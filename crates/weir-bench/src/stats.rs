@@ -25,6 +25,15 @@ impl Latencies {
     pub fn len(&self) -> u64 {
         self.0.len()
     }
+
+    /// The mean, in milliseconds (0 when empty).
+    pub fn mean_ms(&self) -> f64 {
+        if self.0.is_empty() {
+            0.0
+        } else {
+            self.0.mean() / 1000.0
+        }
+    }
 }
 
 /// The median of `values` (the mean of the middle two for an even count).

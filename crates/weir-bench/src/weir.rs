@@ -49,6 +49,11 @@ impl WeirProcess {
         }
     }
 
+    /// The process id, for its CPU time in /proc.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Peak resident memory so far (VmHWM), in KiB.
     pub fn peak_rss_kib(&self) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
