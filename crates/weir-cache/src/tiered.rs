@@ -80,13 +80,4 @@ impl Cache {
             disk.flush();
         }
     }
-
-    /// Calls `visit` with every key stored in either tier and its tags (a key in both
-    /// tiers is visited twice).
-    pub fn for_each(&self, visit: &mut dyn FnMut(&CacheKey, &[String])) {
-        self.storage.for_each(visit);
-        if let Some(disk) = &self.disk {
-            disk.for_each(visit);
-        }
-    }
 }

@@ -313,16 +313,6 @@ impl DiskTier {
             .collect()
     }
 
-    /// Calls `visit` with every indexed key and its tags.
-    pub(crate) fn for_each(&self, visit: &mut dyn FnMut(&CacheKey, &[String])) {
-        for (key, entry) in self.shared.index.iter() {
-            match &entry {
-                Entry::Object(m) => visit(&key, &m.tags),
-                Entry::Variants(_) => visit(&key, &[]),
-            }
-        }
-    }
-
     /// Waits until every write queued so far is on disk (or has failed).
     pub(crate) fn flush(&self) {
         self.writer.flush();

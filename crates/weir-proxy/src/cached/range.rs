@@ -172,13 +172,11 @@ fn if_range_holds(condition: &HeaderValue, stored: &HeaderMap) -> bool {
     if condition.starts_with("W/") {
         return false;
     }
-    stored
+    let stored = stored
         .get(header::LAST_MODIFIED)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|lm| {
-            httpdate::parse_http_date(lm).ok() == httpdate::parse_http_date(condition).ok()
-                && httpdate::parse_http_date(condition).is_ok()
-        })
+        .map(httpdate::parse_http_date);
+    matches!((stored, httpdate::parse_http_date(condition)), (Some(Ok(a)), Ok(b)) if a == b)
 }
 
 #[cfg(test)]
