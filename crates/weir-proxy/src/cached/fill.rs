@@ -249,7 +249,9 @@ impl Fetch {
         // With a declared length, a client has the whole body as soon as the last
         // chunk is pushed, and may ask again before this fetch ends: the object is
         // stored before that chunk goes out, so the next request finds it.
-        let declared = headers::content_length(&parts.headers).filter(|_| !body_hooks);
+        // A module that may change the length made the engine drop Content-Length
+        // (hooks::fix_framing), so one still there is the length of what is pushed.
+        let declared = headers::content_length(&parts.headers);
         let mut head = Some((parts.status, parts.headers, policy));
         let mut stage = hooks::BodyStage::new(engine.limits.module_body.0);
         let mut ended = false;
