@@ -15,3 +15,15 @@ pub struct BodyChunk {
     /// data, so a module that holds bytes back can always flush them.
     pub last: bool,
 }
+
+/// A whole body, as the [`WholeRequest`](crate::Event::WholeRequest) and
+/// [`WholeResponse`](crate::Event::WholeResponse) events see it.
+#[derive(Debug, Clone, Default)]
+pub struct WholeBody {
+    /// The body. A module may replace it; the engine then sets the new length.
+    pub data: Bytes,
+    /// The body is longer than `[limits] module_body`: `data` holds only its
+    /// beginning, changes to `data` are ignored, and the rest follows unchanged. The
+    /// module may still change the head or answer instead (to fail closed, say).
+    pub truncated: bool,
+}

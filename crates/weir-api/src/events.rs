@@ -7,30 +7,44 @@ pub enum Event {
     /// The client's request line and headers are complete. A module may change them,
     /// answer the request itself, or steer the cache (skip it, add a variant).
     RequestHeaders = 0,
+    /// A chunk of the client's request body, as it is read.
+    RequestBody = 1,
+    /// The whole request, head and body together (the body up to `[limits]
+    /// module_body`), before the cache lookup. A module that wants it makes the engine
+    /// read the request body before going on: the ICAP REQMOD point.
+    WholeRequest = 2,
     /// The cache lookup is done: fresh hit, stale copy, or miss.
-    CacheLookup = 1,
+    CacheLookup = 3,
     /// A request is about to be sent to the origin.
-    UpstreamRequest = 2,
+    UpstreamRequest = 4,
     /// The origin's response headers arrived, before the cache stores them.
-    ResponseHeaders = 3,
+    ResponseHeaders = 5,
     /// A chunk of the origin's response body, before the cache stores it.
-    ResponseBody = 4,
+    ResponseBody = 6,
+    /// The whole origin response, head and body together (the body up to `[limits]
+    /// module_body`), before anyone sees the head and before the cache stores it. A
+    /// module that wants it makes the engine hold the head until the body is complete:
+    /// the ICAP RESPMOD point, and where a transcoder may change the content type.
+    WholeResponse = 7,
     /// Response headers are about to be sent to the client (every delivery, hits too).
-    DeliverHeaders = 5,
+    DeliverHeaders = 8,
     /// A chunk of response body is about to be sent to the client.
-    DeliverBody = 6,
+    DeliverBody = 9,
     /// The transaction is over and is being logged.
-    Log = 7,
+    Log = 10,
 }
 
 impl Event {
     /// Every event, in transaction order.
-    pub const ALL: [Event; 8] = [
+    pub const ALL: [Event; 11] = [
         Event::RequestHeaders,
+        Event::RequestBody,
+        Event::WholeRequest,
         Event::CacheLookup,
         Event::UpstreamRequest,
         Event::ResponseHeaders,
         Event::ResponseBody,
+        Event::WholeResponse,
         Event::DeliverHeaders,
         Event::DeliverBody,
         Event::Log,
@@ -40,10 +54,13 @@ impl Event {
     pub fn name(self) -> &'static str {
         match self {
             Event::RequestHeaders => "request_headers",
+            Event::RequestBody => "request_body",
+            Event::WholeRequest => "whole_request",
             Event::CacheLookup => "cache_lookup",
             Event::UpstreamRequest => "upstream_request",
             Event::ResponseHeaders => "response_headers",
             Event::ResponseBody => "response_body",
+            Event::WholeResponse => "whole_response",
             Event::DeliverHeaders => "deliver_headers",
             Event::DeliverBody => "deliver_body",
             Event::Log => "log",
@@ -60,6 +77,9 @@ impl Events {
     pub const NONE: Events = Events(0);
     /// Every event.
     pub const ALL: Events = Events((1 << Event::ALL.len()) - 1);
+    /// The two whole-message events. Asking for one changes how the engine moves a
+    /// body (it collects it before going on), not only which calls it makes.
+    pub const WHOLE: Events = Events::of(&[Event::WholeRequest, Event::WholeResponse]);
 
     /// The set of the given events.
     pub const fn of(events: &[Event]) -> Events {
@@ -75,6 +95,11 @@ impl Events {
     /// Whether `event` is in the set.
     pub const fn contains(self, event: Event) -> bool {
         self.0 & (1 << event as u8) != 0
+    }
+
+    /// The events of `self` that are not in `other`.
+    pub const fn without(self, other: Events) -> Events {
+        Events(self.0 & !other.0)
     }
 
     /// The union of two sets.

@@ -6,11 +6,14 @@
 //! for costs the engine a branch and nothing more.
 //!
 //! ```text
-//! request headers ─▶ cache lookup ─▶ upstream request ─▶ response headers ─▶ (store)
-//!   [RequestHeaders]  [CacheLookup]   [UpstreamRequest]  [ResponseHeaders]
-//!                                                          [ResponseBody]*
-//!                               ─▶ deliver headers ─▶ deliver body ─▶ log
-//!                                  [DeliverHeaders]   [DeliverBody]*  [Log]
+//! request headers ─▶ (request body) ─▶ cache lookup ─▶ upstream request
+//!   [RequestHeaders]  [RequestBody]*     [CacheLookup]   [UpstreamRequest]
+//!                     [WholeRequest]
+//!   ─▶ response headers ─▶ (response body) ─▶ (store)
+//!      [ResponseHeaders]   [ResponseBody]*
+//!                          [WholeResponse]
+//!   ─▶ deliver headers ─▶ deliver body ─▶ log
+//!      [DeliverHeaders]   [DeliverBody]*  [Log]
 //! ```
 //! `Response*` events run before the cache stores a response, so what a module
 //! changes there is stored and computed once; `Deliver*` events run on every
@@ -51,7 +54,7 @@ mod module;
 mod settings;
 mod txn;
 
-pub use body::BodyChunk;
+pub use body::{BodyChunk, WholeBody};
 pub use content::{
     BodyReader, BytesBody, ContentError, ContentFuture, ContentManager, ObjectInfo, StoredResponse,
 };

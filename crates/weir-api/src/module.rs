@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::{
     BodyChunk, CacheLookup, Events, Flow, ModuleContext, RequestHead, ResponseHead, Settings,
-    SettingsError, Txn,
+    SettingsError, Txn, WholeBody,
 };
 
 /// A timer a module asks for: the engine calls [`Module::on_timer`] with its id.
@@ -45,6 +45,28 @@ pub trait Module: Send + Sync + 'static {
         Flow::Continue
     }
 
+    /// A chunk of the client's request body, as it is read (before it goes to the
+    /// origin). The last chunk has `last` set. Declaring this event makes the engine
+    /// drop the request's `Content-Length` and send its body chunked when the body may
+    /// change length (see [`Txn::body_length_may_change`]).
+    fn on_request_body<'a>(&'a self, txn: &'a mut Txn, chunk: &'a mut BodyChunk) -> Flow<'a> {
+        let _ = (txn, chunk);
+        Flow::Continue
+    }
+
+    /// The whole request, before the cache lookup: change the head, replace the body
+    /// (the engine fixes `Content-Length`), or answer with [`Flow::Respond`]. A request
+    /// without a body comes with an empty one.
+    fn on_whole_request<'a>(
+        &'a self,
+        txn: &'a mut Txn,
+        request: &'a mut RequestHead,
+        body: &'a mut WholeBody,
+    ) -> Flow<'a> {
+        let _ = (txn, request, body);
+        Flow::Continue
+    }
+
     /// The cache lookup's result.
     fn on_cache_lookup<'a>(&'a self, txn: &'a mut Txn, lookup: CacheLookup) -> Flow<'a> {
         let _ = (txn, lookup);
@@ -74,6 +96,20 @@ pub trait Module: Send + Sync + 'static {
     /// A chunk of the origin's response body, before the cache stores it.
     fn on_response_body<'a>(&'a self, txn: &'a mut Txn, chunk: &'a mut BodyChunk) -> Flow<'a> {
         let _ = (txn, chunk);
+        Flow::Continue
+    }
+
+    /// The whole origin response, before its head is published and before it is
+    /// stored: change the head (status, headers, content type), replace the body (the
+    /// engine sets `Content-Length`), or answer with [`Flow::Respond`] (not stored).
+    /// Runs after every module's `on_response_headers` and `on_response_body`.
+    fn on_whole_response<'a>(
+        &'a self,
+        txn: &'a mut Txn,
+        response: &'a mut ResponseHead,
+        body: &'a mut WholeBody,
+    ) -> Flow<'a> {
+        let _ = (txn, response, body);
         Flow::Continue
     }
 

@@ -135,7 +135,7 @@ struct Loaded {
 #[derive(Default)]
 pub(crate) struct ModuleChain {
     modules: Vec<Loaded>,
-    by_event: [Vec<u16>; 8],
+    by_event: [Vec<u16>; Event::ALL.len()],
     /// How long a `Flow::Wait` future may take (zero: no limit).
     wait_limit: Duration,
 }
@@ -409,7 +409,9 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> &str {
 
 /// The callbacks of each event, as [`Callback`]s.
 pub(crate) mod call {
-    use weir_api::{BodyChunk, CacheLookup, Flow, Module, RequestHead, ResponseHead, Txn};
+    use weir_api::{
+        BodyChunk, CacheLookup, Flow, Module, RequestHead, ResponseHead, Txn, WholeBody,
+    };
 
     // Each is `inline(always)` so that, once `ModuleChain::call` is inlined, the module's
     // callback is called directly rather than through this function's pointer.
@@ -421,6 +423,29 @@ pub(crate) mod call {
         r: &'a mut RequestHead,
     ) -> Flow<'a> {
         m.on_request_headers(t, r)
+    }
+    #[inline(always)]
+    #[allow(dead_code)] // wired into the engine in the next change
+    pub fn request_body<'a>(m: &'a dyn Module, t: &'a mut Txn, c: &'a mut BodyChunk) -> Flow<'a> {
+        m.on_request_body(t, c)
+    }
+    #[inline(always)]
+    #[allow(dead_code)] // wired into the engine in the next change
+    pub fn whole_request<'a>(
+        m: &'a dyn Module,
+        t: &'a mut Txn,
+        w: &'a mut (RequestHead, WholeBody),
+    ) -> Flow<'a> {
+        m.on_whole_request(t, &mut w.0, &mut w.1)
+    }
+    #[inline(always)]
+    #[allow(dead_code)] // wired into the engine in the next change
+    pub fn whole_response<'a>(
+        m: &'a dyn Module,
+        t: &'a mut Txn,
+        w: &'a mut (ResponseHead, WholeBody),
+    ) -> Flow<'a> {
+        m.on_whole_response(t, &mut w.0, &mut w.1)
     }
     #[inline(always)]
     pub fn cache_lookup<'a>(m: &'a dyn Module, t: &'a mut Txn, l: &'a mut CacheLookup) -> Flow<'a> {
