@@ -1,0 +1,140 @@
+//! Failures and bodies over the module limit: what each policy makes of them.
+
+use super::*;
+
+/// Answers that break the protocol in various ways, after a valid OPTIONS.
+const MALFORMED: [&[u8]; 6] = [
+    b"HTTP/1.1 200 OK\r\n\r\n",
+    b"ICAP/1.0 200 OK\r\nEncapsulated: res-hdr=0, res-body=500\r\n\r\nHTTP/1.1 200 OK\r\n\r\n",
+    b"ICAP/1.0 200 OK\r\nEncapsulated: res-hdr=0, res-body=19\r\n\r\nHTTP/1.1 200 OK\r\n\r\n5\r\nab",
+    b"ICAP/1.0 200 OK\r\nEncapsulated: res-hdr=0, res-body=19\r\n\r\nHTTP/1.1 200 OK\r\n\r\nfffffff\r\n",
+    b"ICAP/1.0 200 OK\r\nEncapsulated: null-body=0\r\n\r\n",
+    b"ICAP/1.0 500 Server Error\r\n\r\n",
+];
+
+#[tokio::test]
+async fn malformed_answers_bypass_or_fail_closed_and_change_nothing() {
+    for (i, answer) in MALFORMED.iter().enumerate() {
+        let s = IcapServer::start(move |r| {
+            if r.method == "OPTIONS" {
+                vec![Step::Send(options_answer("RESPMOD", "t1", ""))]
+            } else {
+                vec![Step::Send(answer.to_vec()), Step::Close]
+            }
+        })
+        .await;
+        let m = module(&service("respmod", &s.url("r"), "max_answer = 65536"));
+        let (reply, head, body) = respmod(&m, "/a", whole(BODY)).await;
+        assert!(reply.is_none(), "case {i}: bypass");
+        assert_eq!(&body.data[..], BODY, "case {i}");
+        assert_eq!(head.headers["content-type"], "text/plain", "case {i}");
+        assert_eq!(m.metrics.bypassed.get(), 1, "case {i}");
+        let closed = module(&service(
+            "respmod",
+            &s.url("r"),
+            "on_failure = \"fail-closed\"",
+        ));
+        let (reply, _, body) = respmod(&closed, "/a", whole(BODY)).await;
+        assert_eq!(reply.expect("503").status, 503, "case {i}");
+        assert_eq!(&body.data[..], BODY, "case {i}");
+        assert_eq!(closed.metrics.failed_closed.get(), 1, "case {i}");
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_hangs_times_out() {
+    let s = server("REQMOD", "", |_| vec![Step::Sleep(Duration::from_secs(30))]).await;
+    let m = module(&service(
+        "reqmod",
+        &s.url("r"),
+        "timeout = \"300ms\"\non_failure = \"fail-closed\"",
+    ));
+    let started = Instant::now();
+    let (mut t, mut req, mut body) = (txn(), request("POST", "/a"), whole(b"x"));
+    let reply = decide(m.on_whole_request(&mut t, &mut req, &mut body)).await;
+    assert_eq!(reply.expect("503").status, 503);
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(m.metrics.failures_timeout.get(), 1);
+    assert_eq!(t.log_fields(), [("icap", "failed:timeout".to_string())]);
+}
+
+#[tokio::test]
+async fn a_server_that_is_down_is_a_connect_failure() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("icap://127.0.0.1:{port}/gone");
+    let m = module(&service("respmod", &url, ""));
+    let (reply, _, body) = respmod(&m, "/a", whole(BODY)).await;
+    assert!(reply.is_none());
+    assert_eq!(&body.data[..], BODY);
+    assert_eq!(
+        (m.metrics.failures_connect.get(), m.metrics.bypassed.get()),
+        (1, 1)
+    );
+}
+
+#[tokio::test]
+async fn a_truncated_body_goes_as_a_preview_only() {
+    let s = server("RESPMOD", "Preview: 4\r\nTransfer-Complete: bin\r\n", |r| {
+        if r.http_heads.contains("/ok") {
+            vec![Step::Send(unmodified_answer("t1"))]
+        } else {
+            vec![Step::Send(CONTINUE.to_vec())]
+        }
+    })
+    .await;
+    let closed = module(&service(
+        "respmod",
+        &s.url("r"),
+        "on_oversize = \"fail-closed\"",
+    ));
+    let truncated = || WholeBody {
+        data: Bytes::from_static(BODY),
+        truncated: true,
+    };
+    let (reply, _, _) = respmod(&closed, "/ok", truncated()).await;
+    assert!(reply.is_none(), "a 204 after the preview is enough");
+    let (reply, _, body) = respmod(&closed, "/more", truncated()).await;
+    assert_eq!(reply.expect("503").status, 503, "the service wanted more");
+    assert_eq!(&body.data[..], BODY);
+    let (reply, _, _) = respmod(&closed, "/file.bin", truncated()).await;
+    assert_eq!(reply.expect("503").status, 503, "Transfer-Complete");
+    assert_eq!(
+        s.count("RESPMOD"),
+        2,
+        "a whole body that is not there is not sent"
+    );
+    assert_eq!(closed.metrics.oversize.get(), 2);
+    let bypass = module(&service("respmod", &s.url("r"), ""));
+    let (reply, _, _) = respmod(&bypass, "/more", truncated()).await;
+    assert!(reply.is_none());
+}
+
+#[tokio::test]
+async fn head_requests_and_bodiless_statuses_are_not_sent() {
+    let s = server("RESPMOD", "", |_| vec![Step::Send(unmodified_answer("t1"))]).await;
+    let m = module(&service("respmod", &s.url("r"), ""));
+    let mut t = txn();
+    let _ = m.on_upstream_request(&mut t, &mut request("HEAD", "/a"));
+    let mut head = response(200, 10);
+    assert!(
+        decide(m.on_whole_response(&mut t, &mut head, &mut whole(b"")))
+            .await
+            .is_none()
+    );
+    let mut t = txn();
+    let mut not_modified = response(304, 0);
+    assert!(
+        decide(m.on_whole_response(&mut t, &mut not_modified, &mut whole(b"")))
+            .await
+            .is_none()
+    );
+    assert_eq!(s.count("RESPMOD"), 0);
+}
