@@ -3,7 +3,9 @@
 //! (the [`reader`](super::reader) bounds how many) and answers an error instead of
 //! panicking on anything a server may send.
 
-use weir_api::http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, TRANSFER_ENCODING};
+use weir_api::http::header::{
+    HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
+};
 use weir_api::http::{HeaderMap, Method, StatusCode, Uri};
 use weir_api::{RequestHead, ResponseHead};
 
@@ -197,8 +199,11 @@ pub fn parse_http_head(section: Section, bytes: &[u8]) -> Result<HttpHead, WireE
         Section::ResHdr => {
             let mut res = httparse::Response::new(&mut slots);
             complete(res.parse(bytes))?;
+            // A final status only: an interim one (1xx) cannot stand for a response.
             let status = StatusCode::from_u16(res.code.unwrap_or_default())
-                .map_err(|_| WireError::HttpHead)?;
+                .ok()
+                .filter(|s| (200..600).contains(&s.as_u16()))
+                .ok_or(WireError::HttpHead)?;
             let headers = header_map(res.headers).ok_or(WireError::HttpHead)?;
             Ok(HttpHead::Response { status, headers })
         }
@@ -332,10 +337,21 @@ pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 /// The end of a preview that holds the whole body (RFC 3507, 4.5).
 pub const LAST_CHUNK_IEOF: &[u8] = b"0; ieof\r\n\r\n";
 
-/// Removes the framing headers of an adapted head: the engine frames the body anew.
+/// Removes the framing and hop-by-hop headers of an adapted head: they described the
+/// ICAP server's view of a connection, and the engine frames the body anew.
 pub fn strip_framing(headers: &mut HeaderMap) {
-    headers.remove(TRANSFER_ENCODING);
-    headers.remove(CONTENT_LENGTH);
+    for name in [
+        TRANSFER_ENCODING,
+        CONTENT_LENGTH,
+        CONNECTION,
+        TE,
+        TRAILER,
+        UPGRADE,
+    ] {
+        headers.remove(name);
+    }
+    headers.remove("keep-alive");
+    headers.remove("proxy-connection");
 }
 
 #[cfg(test)]

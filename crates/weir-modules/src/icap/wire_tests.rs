@@ -138,6 +138,28 @@ fn requests_are_encoded_with_offsets_that_match() {
     assert!(chunk.starts_with(b"1a\r\nxxx"));
 }
 
+#[test]
+fn adapted_heads_are_checked() {
+    assert!(parse_http_head(Section::ResHdr, b"HTTP/1.1 101 Switching\r\n\r\n").is_err());
+    assert!(parse_http_head(Section::ResHdr, b"HTTP/1.1 200 OK\r\n\r\nextra").is_err());
+    assert!(parse_http_head(Section::ReqHdr, b"GET /a HTTP/1.1\r\nBad Name: x\r\n\r\n").is_err());
+    let mut headers = HeaderMap::new();
+    for name in [
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "content-length",
+        "x-kept",
+    ] {
+        headers.insert(name, HeaderValue::from_static("1"));
+    }
+    strip_framing(&mut headers);
+    assert_eq!(
+        headers.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+        ["x-kept"]
+    );
+}
+
 #[tokio::test]
 async fn a_modified_response_is_read_whole() {
     let http = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 99\r\n\r\n";
