@@ -12,6 +12,8 @@ mod c_icap;
 #[path = "../../weir-modules/src/icap/test_server.rs"]
 mod icap_server;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use c_icap::CIcap;
@@ -173,6 +175,47 @@ async fn an_adapted_response_is_stored_and_served_as_a_hit() {
         "the service got the whole body"
     );
     assert_eq!(origin.count("/page.txt"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_istag_removes_what_the_old_service_adapted() {
+    let version = Arc::new(AtomicUsize::new(1));
+    let v = version.clone();
+    let s = IcapServer::start(move |r| {
+        let tag = format!("t{}", v.load(Ordering::SeqCst));
+        if r.method == "OPTIONS" {
+            return vec![Step::Send(options_answer("RESPMOD", &tag, ""))];
+        }
+        let body = format!("adapted by {tag}");
+        vec![Step::Send(modified_answer(
+            &tag,
+            "res-hdr",
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nCache-Control: max-age=60\r\n\r\n",
+            Some(body.as_bytes()),
+        ))]
+    })
+    .await;
+    let origin = origin();
+    origin.route("/other.txt", Reply::ok("other").cc("max-age=60"));
+    let proxy = reverse_with_modules(
+        &origin.base(),
+        &icap_module(&[("respmod", &s.url("r"), "")]),
+    );
+    let client = direct_client();
+    let url = proxy.reverse_url("/page.txt");
+    assert_eq!(get(&client, &url, &[]).await.text(), "adapted by t1");
+    let hit = get(&client, &url, &[]).await;
+    assert!(is_hit(&hit.cache_status()));
+    assert_eq!(hit.text(), "adapted by t1");
+    version.store(2, Ordering::SeqCst);
+    // The next answer carries the new ISTag: what t1 adapted is removed.
+    let other = get(&client, &proxy.reverse_url("/other.txt"), &[]).await;
+    assert_eq!(other.text(), "adapted by t2");
+    let again = get(&client, &url, &[]).await;
+    assert!(!is_hit(&again.cache_status()), "{}", again.cache_status());
+    assert_eq!(again.text(), "adapted by t2");
+    assert_eq!(icap_metric(&proxy, "istag_changes"), 1.0);
+    assert_eq!(origin.count("/page.txt"), 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -106,7 +106,11 @@ impl Icap {
                 IcapMethod::Reqmod => &mut reqmod,
                 IcapMethod::Respmod => &mut respmod,
             };
-            list.push(Arc::new(Service::new(config, metrics.clone())));
+            list.push(Arc::new(Service::new(
+                config,
+                metrics.clone(),
+                context.clone(),
+            )));
         }
         Ok(Icap {
             reqmod,
@@ -161,12 +165,12 @@ impl Icap {
                 self.metrics.skipped.inc();
                 return None;
             }
-            Ok(Outcome::Unmodified) => {
+            Ok(Outcome::Unmodified { .. }) => {
                 self.metrics.unmodified.inc();
                 return None;
             }
             Ok(Outcome::WantsMore) => return self.oversize(service, txn),
-            Ok(Outcome::Modified { heads, body }) => (heads, body),
+            Ok(Outcome::Modified { heads, body, .. }) => (heads, body),
         };
         match <[HttpHead; 1]>::try_from(heads) {
             Ok(
@@ -214,12 +218,16 @@ impl Icap {
                 self.metrics.skipped.inc();
                 return None;
             }
-            Ok(Outcome::Unmodified) => {
+            Ok(Outcome::Unmodified { istag }) => {
                 self.metrics.unmodified.inc();
+                tag_stored(service, txn, istag);
                 return None;
             }
             Ok(Outcome::WantsMore) => return self.oversize(service, txn),
-            Ok(Outcome::Modified { heads, body }) => (heads, body),
+            Ok(Outcome::Modified { heads, body, istag }) => {
+                tag_stored(service, txn, istag);
+                (heads, body)
+            }
         };
         // A RESPMOD answer may carry the request head too; the response is last.
         let Some(HttpHead::Response { status, headers }) = heads.into_iter().last() else {
@@ -240,6 +248,14 @@ impl Icap {
         response.headers = headers;
         body.data = Bytes::from(new_body);
         None
+    }
+}
+
+/// Tags the response the cache will store with the service's ISTag, so that a new
+/// ISTag removes what the old service adapted.
+fn tag_stored(service: &Service, txn: &mut Txn, istag: Option<String>) {
+    if let Some(istag) = istag {
+        txn.cache().tags.push(service.cache_tag(&istag));
     }
 }
 

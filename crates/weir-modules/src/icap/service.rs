@@ -6,6 +6,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use weir_api::ModuleContext;
 
 use super::metrics::Metrics;
 use super::options::{ServiceOptions, Transfer};
@@ -39,12 +40,13 @@ pub enum Outcome {
     /// The service does not take this message (its OPTIONS do not list the method,
     /// or `Transfer-Ignore` names the extension).
     Skipped,
-    /// `204`: use the message as it is.
-    Unmodified,
+    /// `204`: use the message as it is. `istag` is the answer's ISTag.
+    Unmodified { istag: Option<String> },
     /// `200`: the adapted message (or, to a REQMOD, a response), and its body.
     Modified {
         heads: Vec<HttpHead>,
         body: Option<Vec<u8>>,
+        istag: Option<String>,
     },
     /// The body was truncated and the service wants more of it than the module has.
     WantsMore,
@@ -85,6 +87,7 @@ pub struct Service {
     options: RwLock<Option<Arc<ServiceOptions>>>,
     refresh: tokio::sync::Mutex<()>,
     metrics: Metrics,
+    context: ModuleContext,
 }
 
 /// What follows a `100 Continue`.
@@ -107,7 +110,7 @@ struct Attempt {
 
 impl Service {
     /// A service with no connection and no OPTIONS yet.
-    pub fn new(config: ServiceConfig, metrics: Metrics) -> Service {
+    pub fn new(config: ServiceConfig, metrics: Metrics, context: ModuleContext) -> Service {
         let pool = Pool::new(
             config.authority.clone(),
             config.max_connections,
@@ -119,6 +122,7 @@ impl Service {
             options: RwLock::new(None),
             refresh: tokio::sync::Mutex::new(()),
             metrics,
+            context,
         }
     }
 
@@ -236,27 +240,41 @@ impl Service {
             AfterContinue::Send(&rest)
         };
         let answer = self.send(&first, after_continue).await?;
-        self.check_istag(&options, &answer);
+        let istag = answer
+            .headers
+            .get("istag")
+            .and_then(|v| v.to_str().ok())
+            .map(|t| t.trim().to_owned());
+        self.check_istag(&options, istag.as_deref());
         match answer.status {
             100 => Ok(Outcome::WantsMore),
-            204 => Ok(Outcome::Unmodified),
+            204 => Ok(Outcome::Unmodified { istag }),
             200 => Ok(Outcome::Modified {
                 heads: answer.heads,
                 body: answer.body,
+                istag,
             }),
             other => Err(Failure::Status(other)),
         }
     }
 
-    /// A changed ISTag means the service changed: its OPTIONS are asked again.
-    fn check_istag(&self, options: &ServiceOptions, answer: &Answer) {
-        let tag = answer.headers.get("istag").and_then(|v| v.to_str().ok());
+    /// A changed ISTag means the service changed (RFC 3507, 4.7): its OPTIONS are
+    /// asked again, and the responses the cache stored after the old service adapted
+    /// them are removed.
+    fn check_istag(&self, options: &ServiceOptions, tag: Option<&str>) {
         if let (Some(tag), Some(known)) = (tag, options.istag.as_deref()) {
-            if tag.trim() != known {
+            if tag != known {
                 self.metrics.istag_changes.inc();
                 *self.options.write().unwrap_or_else(|p| p.into_inner()) = None;
+                let _ = self.context.content().ban_tag(&self.cache_tag(known));
             }
         }
+    }
+
+    /// The cache tag of responses this service adapted (or passed with a `204`)
+    /// under `istag`.
+    pub fn cache_tag(&self, istag: &str) -> String {
+        format!("icap:{}#{}", self.config.url, istag.trim_matches('"'))
     }
 
     /// Writes `first` and reads the answer, and after a `100 Continue` what

@@ -213,6 +213,20 @@ async fn after_100_continue_the_rest_goes_and_the_answer_is_applied() {
 }
 
 #[tokio::test]
+async fn stored_responses_are_tagged_with_the_istag() {
+    let s = server("RESPMOD", "", |_| vec![Step::Send(unmodified_answer("t1"))]).await;
+    let m = module(&service("respmod", &s.url("resp"), ""));
+    let mut t = txn();
+    let _ = m.on_upstream_request(&mut t, &mut request("GET", "/a"));
+    let (mut head, mut body) = (response(200, BODY.len()), whole(BODY));
+    let _ = decide(m.on_whole_response(&mut t, &mut head, &mut body)).await;
+    assert_eq!(
+        t.cache_overrides().tags,
+        [format!("icap:{}#t1", s.url("resp"))]
+    );
+}
+
+#[tokio::test]
 async fn a_body_within_the_preview_ends_with_ieof() {
     let s = server("RESPMOD", "Preview: 1024\r\n", |_| {
         vec![Step::Send(unmodified_answer("t1"))]
