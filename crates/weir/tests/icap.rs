@@ -241,6 +241,67 @@ async fn a_204_after_the_preview_passes_the_response_unchanged() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_over_module_body_go_as_a_preview_and_oversize_decides() {
+    let s = scripted("RESPMOD, REQMOD", "Preview: 16\r\n", |r| {
+        if r.http_heads.contains("/page.txt") {
+            vec![Step::Send(CONTINUE.to_vec())] // wants the whole body
+        } else {
+            vec![Step::Send(unmodified_answer("t1"))]
+        }
+    })
+    .await;
+    let origin = origin();
+    origin.route(
+        "/other.txt",
+        Reply::ok(page()).header("content-type", "text/plain"),
+    );
+    let limits = "[limits]\nmodule_body = \"1 KiB\"\n";
+    let client = direct_client();
+    for policy in ["bypass", "fail-closed"] {
+        let extra = format!("on_oversize = {policy:?}");
+        let modules = icap_module(&[
+            ("respmod", &s.url("r"), &extra),
+            ("reqmod", &s.url("q"), &extra),
+        ]);
+        let proxy = reverse_with_modules(&origin.base(), &format!("{modules}\n{limits}"));
+        // A 204 after the preview is enough: the whole body passes.
+        let other = get(&client, &proxy.reverse_url("/other.txt"), &[]).await;
+        assert_eq!(other.status, 200, "{policy}");
+        assert!(other.body[..] == page()[..], "{policy}");
+        // 100 Continue: the module has only the beginning of the body.
+        let page_response = get(&client, &proxy.reverse_url("/page.txt"), &[]).await;
+        if policy == "bypass" {
+            assert_eq!(page_response.status, 200);
+            assert!(
+                page_response.body[..] == page()[..],
+                "passed on unchanged, whole"
+            );
+        } else {
+            assert_eq!(page_response.status, 503);
+        }
+        assert_eq!(icap_metric(&proxy, "oversize"), 1.0, "{policy}");
+        // A large POST goes through REQMOD as a preview too, and reaches the origin whole.
+        let post = send(
+            &client,
+            "POST",
+            &proxy.reverse_url("/form"),
+            &[],
+            Some(page()),
+        )
+        .await;
+        assert!(post.body[..] == page()[..], "{policy}");
+    }
+    // GETs go through REQMOD without a body; every body went as a 16-byte preview.
+    let received = s.received();
+    let with_body: Vec<&Received> = received.iter().filter(|r| !r.body.is_empty()).collect();
+    assert!(with_body.iter().all(|r| r.body.len() == 16 && !r.ieof));
+    let reqmod_posts = with_body
+        .iter()
+        .filter(|r| r.method == "REQMOD" && r.http_heads.starts_with("POST"));
+    assert_eq!(reqmod_posts.count(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reqmod_can_block_or_rewrite_a_request() {
     let s = scripted("REQMOD", "", |r| {
         if r.http_heads.contains("/blocked") {
