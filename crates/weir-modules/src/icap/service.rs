@@ -261,14 +261,24 @@ impl Service {
     /// A changed ISTag means the service changed (RFC 3507, 4.7): its OPTIONS are
     /// asked again, and the responses the cache stored after the old service adapted
     /// them are removed.
-    fn check_istag(&self, options: &ServiceOptions, tag: Option<&str>) {
-        if let (Some(tag), Some(known)) = (tag, options.istag.as_deref()) {
-            if tag != known {
-                self.metrics.istag_changes.inc();
-                *self.options.write().unwrap_or_else(|p| p.into_inner()) = None;
-                let _ = self.context.content().ban_tag(&self.cache_tag(known));
-            }
+    /// Exchanges that overlap the change all see it: only the first one, which still
+    /// finds the options it started with, acts on it.
+    fn check_istag(&self, options: &Arc<ServiceOptions>, tag: Option<&str>) {
+        let (Some(tag), Some(known)) = (tag, options.istag.as_deref()) else {
+            return;
+        };
+        if tag == known {
+            return;
         }
+        {
+            let mut current = self.options.write().unwrap_or_else(|p| p.into_inner());
+            if !current.as_ref().is_some_and(|c| Arc::ptr_eq(c, options)) {
+                return;
+            }
+            *current = None;
+        }
+        self.metrics.istag_changes.inc();
+        let _ = self.context.content().ban_tag(&self.cache_tag(known));
     }
 
     /// The cache tag of responses this service adapted (or passed with a `204`)
