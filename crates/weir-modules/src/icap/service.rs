@@ -68,13 +68,15 @@ pub enum Failure {
 }
 
 impl std::fmt::Display for Failure {
+    /// `connect`, `timeout`, `io`, `protocol-<what>` or `status-<code>`: the
+    /// `icap=failed:…` log field.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Failure::Connect => f.write_str("connect"),
             Failure::Timeout => f.write_str("timeout"),
             Failure::Io => f.write_str("io"),
-            Failure::Protocol(e) => write!(f, "protocol ({e})"),
-            Failure::Status(s) => write!(f, "status {s}"),
+            Failure::Protocol(e) => write!(f, "protocol-{}", e.name()),
+            Failure::Status(s) => write!(f, "status-{s}"),
         }
     }
 }

@@ -33,17 +33,18 @@ pub enum WireError {
     Truncated,
 }
 
-impl std::fmt::Display for WireError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            WireError::StatusLine => "bad ICAP status line",
-            WireError::Headers => "bad ICAP header block",
-            WireError::Encapsulated => "bad Encapsulated header",
-            WireError::HttpHead => "bad encapsulated HTTP head",
-            WireError::Chunk => "bad chunked body",
-            WireError::TooLarge => "answer over the size limits",
-            WireError::Truncated => "answer cut short",
-        })
+impl WireError {
+    /// A short name, for log fields.
+    pub fn name(&self) -> &'static str {
+        match self {
+            WireError::StatusLine => "status-line",
+            WireError::Headers => "headers",
+            WireError::Encapsulated => "encapsulated",
+            WireError::HttpHead => "http-head",
+            WireError::Chunk => "chunk",
+            WireError::TooLarge => "too-large",
+            WireError::Truncated => "truncated",
+        }
     }
 }
 
