@@ -62,6 +62,46 @@ async fn a_server_that_hangs_times_out() {
     assert_eq!(t.log_fields(), [("icap", "failed:timeout".to_string())]);
 }
 
+/// A POST through `m`'s REQMOD services; the reply and how long it took.
+async fn post(m: &Icap) -> (Option<Reply>, Duration) {
+    let started = Instant::now();
+    let (mut t, mut req, mut body) = (txn(), request("POST", "/a"), whole(b"x"));
+    let reply = decide(m.on_whole_request(&mut t, &mut req, &mut body)).await;
+    (reply, started.elapsed())
+}
+
+#[tokio::test]
+async fn a_service_that_timed_out_rests_before_it_is_tried_again() {
+    let s = server("REQMOD", "", |_| vec![Step::Sleep(Duration::from_secs(30))]).await;
+    let resting = module(&service(
+        "reqmod",
+        &s.url("r"),
+        "timeout = \"200ms\"\nretry_after = \"30s\"",
+    ));
+    let (reply, first) = post(&resting).await;
+    assert!(
+        reply.is_none() && first >= Duration::from_millis(200),
+        "{first:?}"
+    );
+    let (reply, second) = post(&resting).await;
+    assert!(
+        reply.is_none() && second < Duration::from_millis(150),
+        "{second:?}"
+    );
+    assert_eq!(s.count("REQMOD"), 1, "not tried while resting");
+    assert_eq!(resting.metrics.failures_resting.get(), 1);
+    assert_eq!(resting.metrics.bypassed.get(), 2);
+    let eager = module(&service(
+        "reqmod",
+        &s.url("r"),
+        "timeout = \"200ms\"\nretry_after = 0",
+    ));
+    let _ = post(&eager).await;
+    let _ = post(&eager).await;
+    assert_eq!(s.count("REQMOD"), 3, "retry_after = 0 always tries");
+    assert_eq!(eager.metrics.failures_timeout.get(), 2);
+}
+
 #[tokio::test]
 async fn a_server_that_is_down_is_a_connect_failure() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")

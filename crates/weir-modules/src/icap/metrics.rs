@@ -35,6 +35,8 @@ pub struct Metrics {
     pub failures_protocol: Counter,
     /// Error statuses.
     pub failures_status: Counter,
+    /// Messages not sent to a service resting after it failed (`retry_after`).
+    pub failures_resting: Counter,
     /// Messages passed on unadapted after a failure or an oversize body.
     pub bypassed: Counter,
     /// Clients answered `503` after a failure or an oversize body.
@@ -92,6 +94,10 @@ impl Metrics {
                 "malformed, oversized or cut ICAP answers",
             ),
             failures_status: c("icap_failures_status", "ICAP error statuses"),
+            failures_resting: c(
+                "icap_failures_resting",
+                "messages not sent to an ICAP service resting after a failure",
+            ),
             bypassed: c(
                 "icap_bypassed",
                 "messages passed on unadapted by the bypass policy",
@@ -111,6 +117,7 @@ impl Metrics {
             Failure::Io => &self.failures_io,
             Failure::Protocol(_) => &self.failures_protocol,
             Failure::Status(_) => &self.failures_status,
+            Failure::Resting => &self.failures_resting,
         }
         .inc();
     }

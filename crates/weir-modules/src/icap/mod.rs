@@ -17,6 +17,7 @@
 //! on_oversize = "bypass"       # a body over [limits] module_body the service wants whole
 //! connect_timeout = "2s"
 //! timeout = "10s"              # one whole exchange
+//! retry_after = "5s"           # after a connect failure or timeout, rest this long
 //! max_connections = 16         # also bounded by the service's Max-Connections
 //! # preview = 4096             # overrides the service's Preview
 //! # max_answer = 16777216      # the largest answer body accepted, in bytes

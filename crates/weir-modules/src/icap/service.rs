@@ -2,20 +2,25 @@
 //! the ISTag changes), its connections, and one REQMOD or RESPMOD exchange with
 //! preview, `100 Continue` and `204`.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use weir_api::ModuleContext;
 
 use super::metrics::Metrics;
 use super::options::{ServiceOptions, Transfer};
-use super::pool::{ConnectError, Pool};
-use super::reader::{Answer, Limits, ReadError, Reader};
+use super::pool::Pool;
+use super::reader::Limits;
 use super::settings::ServiceConfig;
 use super::wire::{
     encode_chunk, encode_request, HttpHead, Outgoing, WireError, LAST_CHUNK, LAST_CHUNK_IEOF,
 };
+
+// Writing and reading on the connection, with the retry rule (a child module, so it
+// sees the service's pool).
+#[path = "transport.rs"]
+mod transport;
+use transport::AfterContinue;
 
 /// The ICAP head and the encapsulated HTTP heads of an answer together.
 const MAX_HEAD: usize = 64 * 1024;
@@ -65,10 +70,13 @@ pub enum Failure {
     Protocol(WireError),
     /// The service answered with an error status (or OPTIONS did not answer 200).
     Status(u16),
+    /// Not tried: the service was unreachable or timed out moments ago
+    /// (`retry_after`).
+    Resting,
 }
 
 impl std::fmt::Display for Failure {
-    /// `connect`, `timeout`, `io`, `protocol-<what>` or `status-<code>`: the
+    /// `connect`, `timeout`, `io`, `protocol-<what>`, `status-<code>` or `resting`: the
     /// `icap=failed:…` log field.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -77,6 +85,7 @@ impl std::fmt::Display for Failure {
             Failure::Io => f.write_str("io"),
             Failure::Protocol(e) => write!(f, "protocol-{}", e.name()),
             Failure::Status(s) => write!(f, "status-{s}"),
+            Failure::Resting => f.write_str("resting"),
         }
     }
 }
@@ -88,26 +97,9 @@ pub struct Service {
     pool: Pool,
     options: RwLock<Option<Arc<ServiceOptions>>>,
     refresh: tokio::sync::Mutex<()>,
+    rest_until: Mutex<Option<Instant>>,
     metrics: Metrics,
     context: ModuleContext,
-}
-
-/// What follows a `100 Continue`.
-#[derive(Clone, Copy)]
-enum AfterContinue<'a> {
-    /// The rest of the body.
-    Send(&'a [u8]),
-    /// Nothing: the module has no more of the body, and the `100` is the answer.
-    Stop,
-    /// Nothing was previewed (or the preview held the whole body): a `100` is wrong.
-    Error,
-}
-
-/// An exchange that failed, and whether trying again on a new connection is safe (a
-/// reused connection the server had closed before any answer byte).
-struct Attempt {
-    failure: Failure,
-    retry: bool,
 }
 
 impl Service {
@@ -123,6 +115,7 @@ impl Service {
             pool,
             options: RwLock::new(None),
             refresh: tokio::sync::Mutex::new(()),
+            rest_until: Mutex::new(None),
             metrics,
             context,
         }
@@ -176,10 +169,28 @@ impl Service {
 
     /// Sends `message` to the service and reads its final answer, all within the
     /// service's timeout.
+    /// A service that could not be reached or timed out is not tried again for
+    /// `retry_after`: a dead or hung service would otherwise cost every message its
+    /// timeout.
     pub async fn adapt(&self, message: &Message<'_>) -> Result<Outcome, Failure> {
-        tokio::time::timeout(self.config.timeout, self.exchange(message))
+        if self.resting() {
+            return Err(Failure::Resting);
+        }
+        let result = tokio::time::timeout(self.config.timeout, self.exchange(message))
             .await
-            .unwrap_or(Err(Failure::Timeout))
+            .unwrap_or(Err(Failure::Timeout));
+        if matches!(result, Err(Failure::Connect | Failure::Timeout))
+            && !self.config.retry_after.is_zero()
+        {
+            let until = Instant::now() + self.config.retry_after;
+            *self.rest_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(until);
+        }
+        result
+    }
+
+    fn resting(&self) -> bool {
+        let until = *self.rest_until.lock().unwrap_or_else(|p| p.into_inner());
+        until.is_some_and(|t| Instant::now() < t)
     }
 
     async fn exchange(&self, message: &Message<'_>) -> Result<Outcome, Failure> {
@@ -287,126 +298,5 @@ impl Service {
     /// under `istag`.
     pub fn cache_tag(&self, istag: &str) -> String {
         format!("icap:{}#{}", self.config.url, istag.trim_matches('"'))
-    }
-
-    /// Writes `first` and reads the answer, and after a `100 Continue` what
-    /// `after_continue` says. Retries once on a new connection when a reused one
-    /// turns out closed.
-    async fn send(
-        &self,
-        first: &[u8],
-        after_continue: AfterContinue<'_>,
-    ) -> Result<Answer, Failure> {
-        let mut conn = self.pool.get().await.map_err(connect_failure)?;
-        loop {
-            let reused = conn.reused;
-            match self.attempt(&mut conn.stream, first, after_continue).await {
-                Ok((answer, reusable)) => {
-                    if reusable {
-                        self.pool.put_back(conn);
-                    }
-                    return Ok(answer);
-                }
-                Err(a) if a.retry && reused => {
-                    drop(conn);
-                    conn = self.pool.fresh().await.map_err(connect_failure)?;
-                }
-                Err(a) => return Err(a.failure),
-            }
-        }
-    }
-
-    async fn attempt(
-        &self,
-        stream: &mut tokio::net::TcpStream,
-        first: &[u8],
-        after_continue: AfterContinue<'_>,
-    ) -> Result<(Answer, bool), Attempt> {
-        let limits = self.limits();
-        let (read_half, mut write_half) = stream.split();
-        let mut reader = Reader::new(read_half);
-        let (mut answer, mut written) =
-            write_while_reading(&mut reader, &mut write_half, first, limits)
-                .await
-                .map_err(|e| attempt_failure(e, reader.started))?;
-        if answer.status == 100 {
-            match after_continue {
-                AfterContinue::Send(rest) => {
-                    (answer, written) =
-                        write_while_reading(&mut reader, &mut write_half, rest, limits)
-                            .await
-                            .map_err(|e| attempt_failure(e, true))?;
-                    if answer.status == 100 {
-                        return Err(Attempt {
-                            failure: Failure::Protocol(WireError::StatusLine),
-                            retry: false,
-                        });
-                    }
-                }
-                // The server waits for the rest of a truncated body: the connection
-                // is left in the middle of a message and must not be reused.
-                AfterContinue::Stop => return Ok((answer, false)),
-                AfterContinue::Error => {
-                    return Err(Attempt {
-                        failure: Failure::Protocol(WireError::StatusLine),
-                        retry: false,
-                    })
-                }
-            }
-        }
-        let reusable = written && answer.keeps_alive() && !reader.has_leftover();
-        Ok((answer, reusable))
-    }
-}
-
-/// Writes `bytes` while reading an answer, so that a server answering before it has
-/// read everything (or streaming its answer back) never deadlocks with the client.
-/// Returns the answer and whether all of `bytes` was written.
-async fn write_while_reading<R, W>(
-    reader: &mut Reader<R>,
-    writer: &mut W,
-    bytes: &[u8],
-    limits: Limits,
-) -> Result<(Answer, bool), ReadError>
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let write = writer.write_all(bytes);
-    let read = reader.answer(limits);
-    tokio::pin!(write, read);
-    let mut write_done = false;
-    let mut written = false;
-    loop {
-        tokio::select! {
-            result = &mut write, if !write_done => {
-                write_done = true;
-                written = result.is_ok();
-            }
-            answer = &mut read => return answer.map(|a| (a, written)),
-        }
-    }
-}
-
-fn connect_failure(e: ConnectError) -> Failure {
-    match e {
-        ConnectError::Timeout | ConnectError::Failed => Failure::Connect,
-    }
-}
-
-fn attempt_failure(e: ReadError, started: bool) -> Attempt {
-    match e {
-        ReadError::Io => Attempt {
-            failure: Failure::Io,
-            retry: !started,
-        },
-        ReadError::Wire(WireError::Truncated) => Attempt {
-            failure: Failure::Protocol(WireError::Truncated),
-            retry: !started,
-        },
-        ReadError::Wire(w) => Attempt {
-            failure: Failure::Protocol(w),
-            retry: false,
-        },
     }
 }

@@ -30,6 +30,8 @@ struct ServiceSettings {
     #[serde(default)]
     timeout: Option<Duration_>,
     #[serde(default)]
+    retry_after: Option<Duration_>,
+    #[serde(default)]
     max_connections: Option<usize>,
     #[serde(default)]
     preview: Option<usize>,
@@ -73,6 +75,9 @@ pub struct ServiceConfig {
     pub connect_timeout: Duration,
     /// One whole exchange, from taking a connection to the last byte of the answer.
     pub timeout: Duration,
+    /// After the service could not be reached or timed out, how long messages are
+    /// not sent to it (the failure policy applies at once); zero: always try.
+    pub retry_after: Duration,
     /// The most connections open to the service at once.
     pub max_connections: usize,
     /// A preview size that overrides what the service's OPTIONS ask for.
@@ -116,13 +121,16 @@ fn service(at: &str, s: ServiceSettings) -> Result<ServiceConfig, SettingsError>
             format!("`{other}`: use \"bypass\" or \"fail-closed\""),
         )),
     };
-    let duration = |name: &str, v: Option<Duration_>, default: Duration| {
-        let d = match v {
-            None => return Ok(default),
+    let any_duration = |name: &str, v: Option<Duration_>, default: Duration| {
+        match v {
+            None => Ok(default),
             Some(Duration_::Seconds(s)) => duration_of(s),
             Some(Duration_::Text(t)) => parse_duration(&t),
         }
-        .map_err(|m| SettingsError::at(key(name), m))?;
+        .map_err(|m| SettingsError::at(key(name), m))
+    };
+    let duration = |name: &str, v: Option<Duration_>, default: Duration| {
+        let d = any_duration(name, v, default)?;
         if d.is_zero() {
             return Err(SettingsError::at(key(name), "must be more than zero"));
         }
@@ -144,6 +152,7 @@ fn service(at: &str, s: ServiceSettings) -> Result<ServiceConfig, SettingsError>
         on_oversize: policy("on_oversize", s.on_oversize, Policy::Bypass)?,
         connect_timeout: duration("connect_timeout", s.connect_timeout, Duration::from_secs(2))?,
         timeout: duration("timeout", s.timeout, Duration::from_secs(10))?,
+        retry_after: any_duration("retry_after", s.retry_after, Duration::from_secs(5))?,
         max_connections,
         preview: s.preview,
         max_answer,
@@ -218,7 +227,7 @@ mod tests {
         let s = parse(
             &Settings::parse(
                 "[[service]]\nrespmod = \"icap://10.0.0.1:11344/av\"\non_failure = \"fail-closed\"\n\
-                 connect_timeout = \"250ms\"\ntimeout = 3\nmax_connections = 4\npreview = 0\n\
+                 connect_timeout = \"250ms\"\ntimeout = 3\nretry_after = \"0s\"\nmax_connections = 4\npreview = 0\n\
                  [[service]]\nreqmod = \"icap://scanner/req\"\n",
             )
             .unwrap(),
@@ -230,6 +239,8 @@ mod tests {
         assert_eq!(s[0].on_oversize, Policy::Bypass);
         assert_eq!(s[0].connect_timeout, Duration::from_millis(250));
         assert_eq!(s[0].timeout, Duration::from_secs(3));
+        assert_eq!(s[0].retry_after, Duration::ZERO);
+        assert_eq!(s[1].retry_after, Duration::from_secs(5));
         assert_eq!((s[0].max_connections, s[0].preview), (4, Some(0)));
         assert_eq!(s[1].method, IcapMethod::Reqmod);
         assert_eq!(s[1].authority, "scanner:1344");
