@@ -178,3 +178,62 @@ async fn head_requests_and_bodiless_statuses_are_not_sent() {
     );
     assert_eq!(s.count("RESPMOD"), 0);
 }
+
+#[tokio::test]
+async fn a_connection_the_server_closed_while_idle_is_replaced() {
+    // Each answer says nothing of closing, then the server closes the connection.
+    let s = IcapServer::start(|r| {
+        if r.method == "OPTIONS" {
+            vec![Step::Send(options_answer("RESPMOD", "t1", ""))]
+        } else {
+            vec![Step::Send(unmodified_answer("t1")), Step::Close]
+        }
+    })
+    .await;
+    let m = module(&service("respmod", &s.url("r"), ""));
+    for round in 0..6 {
+        let (reply, _, body) = respmod(&m, "/a", whole(BODY)).await;
+        assert!(reply.is_none() && body.data[..] == *BODY, "round {round}");
+        // Half the rounds let the server's close reach the idle connection (found
+        // when it is taken), half reuse it at once (the exchange fails before any
+        // answer byte and is retried on a new connection).
+        if round % 2 == 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    assert_eq!(m.metrics.unmodified.get(), 6);
+    assert_eq!(m.metrics.bypassed.get(), 0, "no exchange failed");
+    assert_eq!(s.count("RESPMOD"), 6);
+}
+
+#[tokio::test]
+async fn a_reused_connection_closed_under_a_request_is_retried_once() {
+    // Every other request is met with a close and no answer, as when a server's idle
+    // timeout strikes just as the request arrives: on a reused connection, the
+    // request goes again on a new one. A new connection that fails is not retried.
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let s = IcapServer::start(move |r| {
+        if r.method == "OPTIONS" {
+            return vec![Step::Send(options_answer("RESPMOD", "t1", ""))];
+        }
+        if seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 2 == 0 {
+            vec![Step::Close]
+        } else {
+            vec![Step::Send(unmodified_answer("t1"))]
+        }
+    })
+    .await;
+    let m = module(&service("respmod", &s.url("r"), ""));
+    for round in 0..3 {
+        let (reply, _, body) = respmod(&m, "/a", whole(BODY)).await;
+        assert!(reply.is_none() && body.data[..] == *BODY, "round {round}");
+    }
+    assert_eq!(m.metrics.unmodified.get(), 3);
+    assert_eq!(
+        m.metrics.bypassed.get(),
+        0,
+        "every exchange succeeded on its retry"
+    );
+    assert_eq!(s.count("RESPMOD"), 6);
+    assert_eq!(s.connections(), 4);
+}
