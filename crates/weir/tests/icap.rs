@@ -229,7 +229,14 @@ async fn a_204_after_the_preview_passes_the_response_unchanged() {
         &origin.base(),
         &icap_module(&[("respmod", &s.url("r"), "")]),
     );
+    // The module asks for the OPTIONS as soon as it is loaded, before any request.
+    let asked = Instant::now() + Duration::from_secs(5);
+    while s.count("OPTIONS") == 0 && Instant::now() < asked {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(s.count("OPTIONS"), 1, "OPTIONS at load");
     let r = get(&direct_client(), &proxy.reverse_url("/page.txt"), &[]).await;
+    assert_eq!(s.count("OPTIONS"), 1, "kept for their TTL");
     assert!(r.body[..] == page()[..]);
     assert_eq!(r.header("content-type").as_deref(), Some("text/plain"));
     assert_eq!(

@@ -304,9 +304,7 @@ impl Module for Icap {
     fn on_timer(&self, _id: u32) {
         for service in self.reqmod.iter().chain(&self.respmod) {
             let service = service.clone();
-            self.context.spawn(async move {
-                let _ = tokio::time::timeout(service.config.timeout, service.options()).await;
-            });
+            self.context.spawn(async move { service.warm_up().await });
         }
     }
 

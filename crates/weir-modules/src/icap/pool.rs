@@ -103,8 +103,13 @@ impl Pool {
 
     /// A connection that is certainly new (for a retry after a reused one failed).
     pub async fn fresh(&self) -> Result<Conn, ConnectError> {
-        self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.close_idle();
         self.get().await
+    }
+
+    /// Closes every idle connection.
+    pub fn close_idle(&self) {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
     fn pop_idle(&self) -> Option<TcpStream> {

@@ -167,6 +167,14 @@ impl Service {
         Ok(options)
     }
 
+    /// Asks for the OPTIONS when the module is loaded. This runs on the proxy's main
+    /// thread, so its connection is closed rather than kept: the pool keeps only
+    /// connections made where transactions run.
+    pub async fn warm_up(&self) {
+        let _ = tokio::time::timeout(self.config.timeout, self.options()).await;
+        self.pool.close_idle();
+    }
+
     /// Sends `message` to the service and reads its final answer, all within the
     /// service's timeout.
     /// A service that could not be reached or timed out is not tried again for
