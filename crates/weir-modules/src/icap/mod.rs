@@ -32,7 +32,8 @@
 //! one changed. Answers are read whole and checked before anything is changed, so a
 //! failure leaves the message as it was: a malformed answer, an error status, a
 //! timeout or a service that is down is counted and handled by the service's
-//! `on_failure` policy.
+//! `on_failure` policy. A response stored after RESPMOD carries the service's ISTag
+//! as a cache tag, and a new ISTag removes what the old one adapted.
 
 mod metrics;
 mod options;
