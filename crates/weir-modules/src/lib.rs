@@ -36,11 +36,14 @@
 //! blocked images with a blank image that the cache then serves as a hit.
 //! [`compress`] compresses text-like responses with gzip, brotli or zstd as the
 //! client accepts, and stores each encoding as a variant of its own.
+//! [`icap`] hands whole requests and responses to ICAP services (RFC 3507), such as
+//! c-icap or a virus scanner, and applies what they answer.
 #![deny(missing_docs)]
 
 pub mod adblock;
 pub mod compress;
 pub mod diagnostics;
+pub mod icap;
 pub mod preload;
 mod variant;
 
@@ -49,7 +52,7 @@ use weir_api::ModuleContext;
 use weir_api::ModuleFactory;
 
 /// The factories of every built-in module, one per name: `empty`, `add-headers`,
-/// `body-copy`, `preload`, `adblock` and `compress` (see the
+/// `body-copy`, `preload`, `adblock`, `compress` and `icap` (see the
 /// [crate documentation](crate)).
 pub fn builtin() -> Vec<Box<dyn ModuleFactory>> {
     vec![
@@ -59,6 +62,7 @@ pub fn builtin() -> Vec<Box<dyn ModuleFactory>> {
         Box::new(preload::PreloadFactory),
         Box::new(adblock::AdblockFactory),
         Box::new(compress::CompressFactory),
+        Box::new(icap::IcapFactory),
     ]
 }
 
@@ -78,7 +82,8 @@ mod tests {
                 "body-copy",
                 "preload",
                 "adblock",
-                "compress"
+                "compress",
+                "icap"
             ]
         );
     }
