@@ -36,12 +36,20 @@
 //! blocked images with a blank image that the cache then serves as a hit.
 //! [`compress`] compresses text-like responses with gzip, brotli or zstd as the
 //! client accepts, and stores each encoding as a variant of its own.
+//! [`transcode`] makes images smaller (lower JPEG quality, optional scaling, WebP
+//! for clients that accept it) in helper processes at idle priority, and stores each
+//! result as a variant of its own.
+//!
+//! # Helper processes
+//! Work a module runs in a helper process is named by a kind; [`helper_handler`]
+//! gives the job handler of each kind, for the `weir helper KIND` entry point.
 #![deny(missing_docs)]
 
 pub mod adblock;
 pub mod compress;
 pub mod diagnostics;
 pub mod preload;
+pub mod transcode;
 mod variant;
 
 #[cfg(test)]
@@ -49,7 +57,7 @@ use weir_api::ModuleContext;
 use weir_api::ModuleFactory;
 
 /// The factories of every built-in module, one per name: `empty`, `add-headers`,
-/// `body-copy`, `preload`, `adblock` and `compress` (see the
+/// `body-copy`, `preload`, `adblock`, `compress` and `transcode` (see the
 /// [crate documentation](crate)).
 pub fn builtin() -> Vec<Box<dyn ModuleFactory>> {
     vec![
@@ -59,7 +67,16 @@ pub fn builtin() -> Vec<Box<dyn ModuleFactory>> {
         Box::new(preload::PreloadFactory),
         Box::new(adblock::AdblockFactory),
         Box::new(compress::CompressFactory),
+        Box::new(transcode::TranscodeFactory),
     ]
+}
+
+/// The job handler a helper process of this kind runs (`weir helper KIND`).
+pub fn helper_handler(kind: &str) -> Option<weir_helper::Handler> {
+    match kind {
+        transcode::HELPER_KIND => Some(transcode::helper_handler),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -78,7 +95,8 @@ mod tests {
                 "body-copy",
                 "preload",
                 "adblock",
-                "compress"
+                "compress",
+                "transcode"
             ]
         );
     }
