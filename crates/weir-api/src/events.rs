@@ -7,25 +7,25 @@ pub enum Event {
     /// The client's request line and headers are complete. A module may change them,
     /// answer the request itself, or steer the cache (skip it, add a variant).
     RequestHeaders = 0,
-    /// A chunk of the client's request body, as it is read.
-    RequestBody = 1,
     /// The whole request, head and body together (the body up to `[limits]
     /// module_body`), before the cache lookup. A module that wants it makes the engine
     /// read the request body before going on: the ICAP REQMOD point.
-    WholeRequest = 2,
+    WholeRequest = 1,
     /// The cache lookup is done: fresh hit, stale copy, or miss.
-    CacheLookup = 3,
+    CacheLookup = 2,
     /// A request is about to be sent to the origin.
-    UpstreamRequest = 4,
+    UpstreamRequest = 3,
+    /// A chunk of the client's request body on its way to the origin.
+    RequestBody = 4,
     /// The origin's response headers arrived, before the cache stores them.
     ResponseHeaders = 5,
-    /// A chunk of the origin's response body, before the cache stores it.
-    ResponseBody = 6,
     /// The whole origin response, head and body together (the body up to `[limits]
     /// module_body`), before anyone sees the head and before the cache stores it. A
     /// module that wants it makes the engine hold the head until the body is complete:
     /// the ICAP RESPMOD point, and where a transcoder may change the content type.
-    WholeResponse = 7,
+    WholeResponse = 6,
+    /// A chunk of the origin's response body, before the cache stores it.
+    ResponseBody = 7,
     /// Response headers are about to be sent to the client (every delivery, hits too).
     DeliverHeaders = 8,
     /// A chunk of response body is about to be sent to the client.
@@ -38,13 +38,13 @@ impl Event {
     /// Every event, in transaction order.
     pub const ALL: [Event; 11] = [
         Event::RequestHeaders,
-        Event::RequestBody,
         Event::WholeRequest,
         Event::CacheLookup,
         Event::UpstreamRequest,
+        Event::RequestBody,
         Event::ResponseHeaders,
-        Event::ResponseBody,
         Event::WholeResponse,
+        Event::ResponseBody,
         Event::DeliverHeaders,
         Event::DeliverBody,
         Event::Log,

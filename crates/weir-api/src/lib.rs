@@ -6,12 +6,10 @@
 //! for costs the engine a branch and nothing more.
 //!
 //! ```text
-//! request headers ─▶ (request body) ─▶ cache lookup ─▶ upstream request
-//!   [RequestHeaders]  [RequestBody]*     [CacheLookup]   [UpstreamRequest]
-//!                     [WholeRequest]
-//!   ─▶ response headers ─▶ (response body) ─▶ (store)
-//!      [ResponseHeaders]   [ResponseBody]*
-//!                          [WholeResponse]
+//! request headers ─▶ (whole request) ─▶ cache lookup ─▶ upstream request ─▶ (body)
+//!   [RequestHeaders]  [WholeRequest]      [CacheLookup]   [UpstreamRequest]  [RequestBody]*
+//!   ─▶ response headers ─▶ (whole response) ─▶ response body ─▶ (store)
+//!      [ResponseHeaders]   [WholeResponse]      [ResponseBody]*
 //!   ─▶ deliver headers ─▶ deliver body ─▶ log
 //!      [DeliverHeaders]   [DeliverBody]*  [Log]
 //! ```

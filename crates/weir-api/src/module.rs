@@ -45,18 +45,21 @@ pub trait Module: Send + Sync + 'static {
         Flow::Continue
     }
 
-    /// A chunk of the client's request body, as it is read (before it goes to the
-    /// origin). The last chunk has `last` set. Declaring this event makes the engine
-    /// drop the request's `Content-Length` and send its body chunked when the body may
-    /// change length (see [`Txn::body_length_may_change`]).
+    /// A chunk of the client's request body on its way to the origin (requests that
+    /// bypass the cache; a GET or HEAD has no body). The last chunk has `last` set. A
+    /// module that may change the length says so with
+    /// [`Txn::body_length_may_change`] in `on_request_headers`; the engine then sends
+    /// the body chunked. Chunks that arrive after the origin has answered pass on
+    /// unchanged.
     fn on_request_body<'a>(&'a self, txn: &'a mut Txn, chunk: &'a mut BodyChunk) -> Flow<'a> {
         let _ = (txn, chunk);
         Flow::Continue
     }
 
-    /// The whole request, before the cache lookup: change the head, replace the body
-    /// (the engine fixes `Content-Length`), or answer with [`Flow::Respond`]. A request
-    /// without a body comes with an empty one.
+    /// The whole request, before the cache lookup (after every module's
+    /// `on_request_headers`): change the head, replace the body (the engine fixes
+    /// `Content-Length`), or answer with [`Flow::Respond`]. A request without a body
+    /// comes with an empty one. Routing and the cache key use the request as changed.
     fn on_whole_request<'a>(
         &'a self,
         txn: &'a mut Txn,
@@ -102,7 +105,8 @@ pub trait Module: Send + Sync + 'static {
     /// The whole origin response, before its head is published and before it is
     /// stored: change the head (status, headers, content type), replace the body (the
     /// engine sets `Content-Length`), or answer with [`Flow::Respond`] (not stored).
-    /// Runs after every module's `on_response_headers` and `on_response_body`.
+    /// Runs after every module's `on_response_headers` and before the body events,
+    /// which see the body it leaves.
     fn on_whole_response<'a>(
         &'a self,
         txn: &'a mut Txn,

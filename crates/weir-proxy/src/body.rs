@@ -47,6 +47,15 @@ impl ProxyBody {
         Self::from_kind(Kind::Stream(s))
     }
 
+    /// `prefix`, then the rest of `rest` (a body whose beginning was already read).
+    pub(crate) fn prefixed(prefix: Bytes, mut rest: ProxyBody) -> Self {
+        let rest = futures_util::stream::poll_fn(move |cx| {
+            crate::hooks::BodySource::poll_chunk(&mut rest, cx)
+        });
+        let first = futures_util::stream::once(std::future::ready(Ok(prefix)));
+        Self::stream(Box::pin(futures_util::StreamExt::chain(first, rest)))
+    }
+
     pub(crate) fn upstream(b: crate::upstream::UpstreamBody) -> Self {
         Self::from_kind(Kind::Upstream(b))
     }
@@ -167,6 +176,8 @@ pub(crate) enum RequestBody {
         inner: Incoming,
         remaining: u64,
     },
+    /// A body that modules transform on its way (the request-body event).
+    Streamed(ChunkStream),
 }
 
 /// A body of unknown length is read ahead up to this much (or the limit, if smaller)
@@ -186,7 +197,7 @@ impl RequestBody {
         match self {
             RequestBody::Empty => Some(RequestBody::Empty),
             RequestBody::Buffered(b) => Some(RequestBody::Buffered(b.clone())),
-            RequestBody::Client { .. } => None,
+            RequestBody::Client { .. } | RequestBody::Streamed(_) => None,
         }
     }
 
@@ -272,6 +283,10 @@ impl Body for RequestBody {
                     Poll::Pending => Poll::Pending,
                 },
             },
+            RequestBody::Streamed(s) => s
+                .as_mut()
+                .poll_next(cx)
+                .map(|c| c.map(|c| c.map(Frame::data))),
         }
     }
 
@@ -282,6 +297,7 @@ impl Body for RequestBody {
             RequestBody::Client {
                 read_ahead, inner, ..
             } => read_ahead.is_empty() && inner.is_end_stream(),
+            RequestBody::Streamed(_) => false,
         }
     }
 
@@ -302,6 +318,7 @@ impl Body for RequestBody {
                 }
                 hint
             }
+            RequestBody::Streamed(_) => SizeHint::default(),
         }
     }
 }

@@ -15,6 +15,11 @@ use crate::metrics::ErrorKind;
 use crate::modules::{call, run_event, Hook, ModTxn};
 use crate::service::Engine;
 
+mod whole;
+pub(crate) use whole::{
+    hook_request_body, whole_request, whole_response, BodySource, RequestSlot, Whole,
+};
+
 /// A transaction's module context, shared by the handler and the body it sends (the
 /// deliver-body events run as the body streams; the log event when it ends).
 pub(crate) type TxnSlot = Arc<Mutex<Option<ModTxn>>>;
@@ -167,6 +172,7 @@ pub(crate) async fn body_events(
         }
         let callback = match event {
             Event::DeliverBody => call::deliver_body,
+            Event::RequestBody => call::request_body,
             _ => call::response_body,
         };
         match run_event!(chain, event, txn, chunk, callback, &engine.metrics) {
@@ -200,6 +206,19 @@ impl BodyStage {
             limit,
             mode: StageMode::Undecided,
             held: bytes::BytesMut::new(),
+        }
+    }
+
+    /// A stage whose mode is known now (the transaction's declarations are about to
+    /// be reset for the next body).
+    pub fn decided(limit: u64, whole: bool) -> BodyStage {
+        BodyStage {
+            mode: if whole {
+                StageMode::Whole
+            } else {
+                StageMode::Chunks
+            },
+            ..BodyStage::new(limit)
         }
     }
 

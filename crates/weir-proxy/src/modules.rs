@@ -425,12 +425,10 @@ pub(crate) mod call {
         m.on_request_headers(t, r)
     }
     #[inline(always)]
-    #[allow(dead_code)] // wired into the engine in the next change
     pub fn request_body<'a>(m: &'a dyn Module, t: &'a mut Txn, c: &'a mut BodyChunk) -> Flow<'a> {
         m.on_request_body(t, c)
     }
     #[inline(always)]
-    #[allow(dead_code)] // wired into the engine in the next change
     pub fn whole_request<'a>(
         m: &'a dyn Module,
         t: &'a mut Txn,
@@ -439,7 +437,6 @@ pub(crate) mod call {
         m.on_whole_request(t, &mut w.0, &mut w.1)
     }
     #[inline(always)]
-    #[allow(dead_code)] // wired into the engine in the next change
     pub fn whole_response<'a>(
         m: &'a dyn Module,
         t: &'a mut Txn,

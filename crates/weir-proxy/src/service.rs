@@ -14,6 +14,7 @@ use crate::body::{ProxyBody, ReadAheadError, RequestBody};
 use crate::config::{LimitsConfig, ListenMode};
 use crate::error::ProxyError;
 use crate::headers::{self, MaxForwards};
+use crate::hooks::Whole;
 use crate::metrics::{CacheOutcome, ErrorKind, Metrics};
 use crate::modules::ModTxn;
 use crate::route::Router;
@@ -279,13 +280,25 @@ async fn transact(
             )),
         };
     }
-    let target = resolve_target(conn, &parts)?;
-    if crate::purge::is_purge(&parts.method) {
-        return crate::purge::purge(engine, conn, &target);
-    }
     let max_body = engine.limits.max_request_body.0;
     if headers::content_length(&parts.headers).is_some_and(|n| n > max_body) {
         return Err(body_too_large(max_body));
+    }
+    // A module that wants the whole request has the body read now, before routing
+    // and the cache key, which see the request as it changed it.
+    let body = match txn.as_mut() {
+        Some(m) if m.wants(Event::WholeRequest) => {
+            let has_body = !body_is_empty(&parts, &body);
+            match crate::hooks::whole_request(engine, m, &mut parts, body, has_body).await? {
+                Ok(read) => ClientBody::Read(read),
+                Err(reply) => return Ok(Served::module_reply(reply)),
+            }
+        }
+        _ => ClientBody::Unread(body),
+    };
+    let target = resolve_target(conn, &parts)?;
+    if crate::purge::is_purge(&parts.method) {
+        return crate::purge::purge(engine, conn, &target);
     }
     match headers::max_forwards(&parts.method, &mut parts.headers) {
         MaxForwards::AnswerHere => return Ok(answer_here(&parts)),
@@ -302,16 +315,17 @@ async fn transact(
             return Ok(served);
         }
     }
-    let body = if body_is_empty(&parts, &body) {
-        RequestBody::Empty
-    } else if headers::content_length(&parts.headers).is_some() {
-        RequestBody::Client {
-            read_ahead: Default::default(),
-            inner: body,
-            remaining: max_body,
+    let body = match body {
+        ClientBody::Read(read) => read,
+        ClientBody::Unread(body) if body_is_empty(&parts, &body) => RequestBody::Empty,
+        ClientBody::Unread(body) if headers::content_length(&parts.headers).is_some() => {
+            RequestBody::Client {
+                read_ahead: Default::default(),
+                inner: body,
+                remaining: max_body,
+            }
         }
-    } else {
-        match RequestBody::read_ahead(body, max_body).await {
+        ClientBody::Unread(body) => match RequestBody::read_ahead(body, max_body).await {
             Ok(b) => b,
             Err(ReadAheadError::TooLarge) => return Err(body_too_large(max_body)),
             Err(ReadAheadError::Client(e)) => {
@@ -319,7 +333,7 @@ async fn transact(
                     ProxyError::bad_request(format!("cannot read the request body: {e}")).closing(),
                 )
             }
-        }
+        },
     };
     let unsafe_method = matches!(
         parts.method,
@@ -351,10 +365,18 @@ async fn transact(
     Ok(served)
 }
 
-/// Forwards a request that does not go through the cache, with the upstream-request
-/// and response-headers events (the response-body event runs as the body streams).
+/// The client's request body: as received, or already read for the whole-request
+/// event.
+enum ClientBody {
+    Unread(Incoming),
+    Read(RequestBody),
+}
+
+/// Forwards a request that does not go through the cache, with the upstream-request,
+/// request-body, response-headers and whole-response events (the response-body event
+/// runs as the body streams).
 pub(crate) async fn forward_hooked(
-    engine: &Engine,
+    engine: &Arc<Engine>,
     txn: &mut Option<ModTxn>,
     target: &Target,
     request: Request<RequestBody>,
@@ -365,13 +387,31 @@ pub(crate) async fn forward_hooked(
         Ok(r) => r,
         Err(reply) => return Ok(Served::module_reply(reply)),
     };
-    let response = forward(engine, &target.origin, request).await?;
-    let (mut head, body) = response.into_parts();
+    let (request, slot) = hook_request_body(engine, txn, request);
+    let response = forward(engine, &target.origin, request).await;
+    if let Some(slot) = slot {
+        // Chunks the client sends after the origin answered pass unchanged.
+        *txn = slot.lock().await.take();
+    }
+    let (mut head, mut body) = response?.into_parts();
     if let Some(reply) =
         crate::hooks::response_headers(engine, txn.as_mut(), Event::ResponseHeaders, &mut head)
             .await?
     {
         return Ok(Served::module_reply(reply));
+    }
+    if let Some(m) = txn.as_mut().filter(|m| m.wants(Event::WholeResponse)) {
+        match crate::hooks::whole_response(engine, m, &mut head, &mut body).await? {
+            Whole::Body(read) if read.complete => body = ProxyBody::full(read.data),
+            Whole::Body(read) => body = ProxyBody::prefixed(read.data, body),
+            Whole::Reply(reply) => return Ok(Served::module_reply(reply)),
+            Whole::Unreadable(e) => {
+                return Err(ProxyError::bad_gateway(format!(
+                    "origin {} failed while sending the body: {e}",
+                    target.origin
+                )))
+            }
+        }
     }
     Ok(Served {
         response: Response::from_parts(head, body),
@@ -380,6 +420,35 @@ pub(crate) async fn forward_hooked(
         upstream: Some(target.origin.clone()),
         origin_body: true,
     })
+}
+
+/// Puts the request-body event on a body going to the origin, when a module wants it.
+/// The transaction's module context then waits in the returned slot while the body
+/// streams (another task polls it); the caller takes it back when the origin answers.
+/// Either way, the request's body declarations are read here and reset for the
+/// response.
+fn hook_request_body(
+    engine: &Arc<Engine>,
+    txn: &mut Option<ModTxn>,
+    mut request: Request<RequestBody>,
+) -> (Request<RequestBody>, Option<crate::hooks::RequestSlot>) {
+    use http_body::Body as _;
+    let Some(m) = txn.as_mut() else {
+        return (request, None);
+    };
+    let whole = m.txn.wants_whole_body();
+    let length_changes = m.txn.body_length_changes();
+    weir_api::engine::reset_body_length(&mut m.txn);
+    if !m.wants(Event::RequestBody) || request.body().is_end_stream() {
+        return (request, None);
+    }
+    if length_changes {
+        request.headers_mut().remove(header::CONTENT_LENGTH);
+    }
+    let slot = Arc::new(tokio::sync::Mutex::new(txn.take()));
+    let (parts, body) = request.into_parts();
+    let body = crate::hooks::hook_request_body(engine.clone(), body, slot.clone(), whole);
+    (Request::from_parts(parts, body), Some(slot))
 }
 
 fn body_is_empty(parts: &request::Parts, body: &Incoming) -> bool {

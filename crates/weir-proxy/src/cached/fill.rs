@@ -189,6 +189,23 @@ impl Fetch {
             Ok(Some(reply)) => return self.publish_reply(reply).await,
             Err(e) => return self.fail(e),
         }
+        // The body a whole-response module read before anyone sees the head.
+        let mut collected = None;
+        if let Some(m) = self.txn.as_mut().filter(|m| m.wants(Event::WholeResponse)) {
+            let whole = tokio::select! {
+                w = hooks::whole_response(engine, m, &mut parts, &mut body) => w,
+                _ = self.flight.abandoned() => return self.end(false),
+            };
+            match whole {
+                Ok(hooks::Whole::Body(read)) => collected = Some(read),
+                Ok(hooks::Whole::Reply(reply)) => return self.publish_reply(reply).await,
+                Ok(hooks::Whole::Unreadable(_)) => {
+                    let reason = format!("origin {} failed while sending the body", self.origin);
+                    return self.fail(ProxyError::bad_gateway(reason));
+                }
+                Err(e) => return self.fail(e),
+            }
+        }
         let max_object = engine.cache.settings().max_object_bytes;
         let mut policy = StoragePolicy::new(
             &self.request,
@@ -255,10 +272,21 @@ impl Fetch {
         let mut head = Some((parts.status, parts.headers, policy));
         let mut stage = hooks::BodyStage::new(engine.limits.module_body.0);
         let mut ended = false;
+        let mut body_read = false;
         while !ended {
-            let chunk = tokio::select! {
-                c = body.next_chunk() => c,
-                _ = self.flight.abandoned() => return self.end(false),
+            let chunk = match collected.take() {
+                Some(read) => {
+                    body_read = read.complete;
+                    if read.data.is_empty() {
+                        continue;
+                    }
+                    Some(Ok(read.data))
+                }
+                None if body_read => None,
+                None => tokio::select! {
+                    c = body.next_chunk() => c,
+                    _ = self.flight.abandoned() => return self.end(false),
+                },
             };
             let chunk = match chunk {
                 None if body_hooks => {

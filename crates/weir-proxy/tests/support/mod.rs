@@ -5,6 +5,8 @@
 use std::time::{Duration, Instant};
 
 pub mod h2_origin;
+#[cfg(feature = "modules")]
+pub mod modules;
 
 #[allow(unused_imports, unused_macros)]
 #[path = "../../../weir/tests/common/client.rs"]

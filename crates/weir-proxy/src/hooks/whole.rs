@@ -1,0 +1,330 @@
+//! The whole-message events (`WholeRequest`, `WholeResponse`), which collect a body
+//! before the transaction goes on, and the request-body event, which runs on a
+//! client's body as it streams to the origin.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{request, response};
+use http_body::Body as _;
+use hyper::body::Incoming;
+use weir_api::{BodyChunk, Event, Reply, WholeBody};
+
+use super::{decide, BodyStage};
+use crate::body::{BoxError, ProxyBody, RequestBody};
+use crate::error::ProxyError;
+use crate::modules::{call, run_event, ModTxn};
+use crate::service::Engine;
+use crate::upstream::UpstreamBody;
+
+/// Something a body can be read from, chunk by chunk (trailers skipped).
+pub(crate) trait BodySource: Send {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>>;
+}
+
+impl BodySource for UpstreamBody {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
+        self.poll_data(cx)
+    }
+}
+
+impl BodySource for ProxyBody {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
+        poll_data_frames(Pin::new(self), cx)
+    }
+}
+
+impl BodySource for Incoming {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
+        poll_data_frames(Pin::new(self), cx).map_err(|e| e.into())
+    }
+}
+
+impl BodySource for RequestBody {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
+        poll_data_frames(Pin::new(self), cx)
+    }
+}
+
+fn poll_data_frames<B>(
+    mut body: Pin<&mut B>,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Result<Bytes, B::Error>>>
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    loop {
+        return match body.as_mut().poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => Poll::Ready(Some(Ok(data))),
+                Err(_) => continue,
+            },
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        };
+    }
+}
+
+/// A body read for a whole-message event: all of it, or its first bytes past the
+/// limit (the rest is still in the source).
+pub(crate) struct Collected {
+    pub data: Bytes,
+    pub complete: bool,
+}
+
+/// Reads `source` to its end, or until more than `limit` bytes came.
+async fn collect(source: &mut impl BodySource, limit: u64) -> Result<Collected, BoxError> {
+    let mut held = BytesMut::new();
+    loop {
+        match std::future::poll_fn(|cx| source.poll_chunk(cx)).await {
+            None => {
+                return Ok(Collected {
+                    data: held.freeze(),
+                    complete: true,
+                })
+            }
+            Some(Err(e)) => return Err(e),
+            Some(Ok(data)) => {
+                if held.is_empty() && data.len() as u64 > limit {
+                    return Ok(Collected {
+                        data,
+                        complete: false,
+                    });
+                }
+                held.extend_from_slice(&data);
+                if held.len() as u64 > limit {
+                    return Ok(Collected {
+                        data: held.freeze(),
+                        complete: false,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// What a whole-message event decided.
+pub(crate) enum Whole<B> {
+    /// Go on with this body (the whole of it, or its beginning when not `complete`).
+    Body(Collected),
+    /// A module answered instead.
+    Reply(Box<Reply>),
+    /// The body could not be read; the message is lost.
+    Unreadable(B),
+}
+
+/// Sets the framing of a body a whole-message event changed: its exact length, and a
+/// weak ETag (the bytes are no longer the ones the origin tagged).
+fn body_changed(headers: &mut HeaderMap, len: usize, length_may_change_later: bool) {
+    super::fix_framing(headers);
+    headers.remove(header::TRANSFER_ENCODING);
+    if !length_may_change_later {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    }
+}
+
+/// The `WholeResponse` event on a response whose body is in `source`. Holds the head
+/// back until the body is read (up to `[limits] module_body`).
+pub(crate) async fn whole_response(
+    engine: &Engine,
+    m: &mut ModTxn,
+    head: &mut response::Parts,
+    source: &mut impl BodySource,
+) -> Result<Whole<BoxError>, ProxyError> {
+    let collected = match collect(source, engine.limits.module_body.0).await {
+        Ok(c) => c,
+        Err(e) => return Ok(Whole::Unreadable(e)),
+    };
+    let original = collected.data.clone();
+    let empty = http::Response::new(()).into_parts().0;
+    let mut target = (
+        std::mem::replace(head, empty),
+        WholeBody {
+            data: collected.data,
+            truncated: !collected.complete,
+        },
+    );
+    let ModTxn { chain, txn } = m;
+    let hook = run_event!(
+        chain,
+        Event::WholeResponse,
+        txn,
+        &mut target,
+        call::whole_response,
+        &engine.metrics
+    );
+    let (new_head, body) = target;
+    *head = new_head;
+    if let Some(reply) = decide(hook)? {
+        return Ok(Whole::Reply(reply));
+    }
+    let data = if body.truncated || body.data == original {
+        original
+    } else {
+        body_changed(
+            &mut head.headers,
+            body.data.len(),
+            txn.body_length_changes(),
+        );
+        body.data
+    };
+    Ok(Whole::Body(Collected {
+        data,
+        complete: collected.complete,
+    }))
+}
+
+/// The `WholeRequest` event: reads the client's body (up to `[limits] module_body`)
+/// and returns the body to forward, the collected part followed by the rest.
+pub(crate) async fn whole_request(
+    engine: &Engine,
+    m: &mut ModTxn,
+    head: &mut request::Parts,
+    mut body: Incoming,
+    has_body: bool,
+) -> Result<Result<RequestBody, Box<Reply>>, ProxyError> {
+    let max_body = engine.limits.max_request_body.0;
+    let limit = engine.limits.module_body.0.min(max_body);
+    let collected = if has_body {
+        collect(&mut body, limit).await.map_err(|e| {
+            ProxyError::bad_request(format!("cannot read the request body: {e}")).closing()
+        })?
+    } else {
+        Collected {
+            data: Bytes::new(),
+            complete: true,
+        }
+    };
+    if !collected.complete && collected.data.len() as u64 > max_body {
+        return Err(crate::service::body_too_large(max_body));
+    }
+    let original = collected.data.clone();
+    let empty = http::Request::new(()).into_parts().0;
+    let mut target = (
+        std::mem::replace(head, empty),
+        WholeBody {
+            data: collected.data,
+            truncated: !collected.complete,
+        },
+    );
+    let ModTxn { chain, txn } = m;
+    let hook = run_event!(
+        chain,
+        Event::WholeRequest,
+        txn,
+        &mut target,
+        call::whole_request,
+        &engine.metrics
+    );
+    let (new_head, whole) = target;
+    *head = new_head;
+    if let Some(reply) = decide(hook)? {
+        return Ok(Err(reply));
+    }
+    if !collected.complete {
+        let remaining = max_body - original.len() as u64;
+        return Ok(Ok(RequestBody::Client {
+            read_ahead: VecDeque::from([original]),
+            inner: body,
+            remaining,
+        }));
+    }
+    let data = if whole.data == original {
+        original
+    } else {
+        body_changed(&mut head.headers, whole.data.len(), false);
+        whole.data
+    };
+    Ok(Ok(if data.is_empty() && !has_body {
+        RequestBody::Empty
+    } else {
+        RequestBody::Buffered(Some(data))
+    }))
+}
+
+/// Where a transaction's module context waits while the request-body event runs on
+/// a body that another task (the origin connection) polls.
+pub(crate) type RequestSlot = Arc<tokio::sync::Mutex<Option<ModTxn>>>;
+
+/// `body` with the request-body event applied to each chunk as it streams to the
+/// origin, using the transaction in `slot`. Once the engine takes the transaction
+/// back (the origin answered), the rest passes unchanged.
+pub(crate) fn hook_request_body(
+    engine: Arc<Engine>,
+    body: RequestBody,
+    slot: RequestSlot,
+    whole: bool,
+) -> RequestBody {
+    struct State {
+        engine: Arc<Engine>,
+        body: RequestBody,
+        slot: RequestSlot,
+        stage: BodyStage,
+        ended: bool,
+    }
+    let stage = BodyStage::decided(engine.limits.module_body.0, whole);
+    let state = State {
+        engine,
+        body,
+        slot,
+        stage,
+        ended: false,
+    };
+    let stream = futures_util::stream::unfold(state, |mut s| async move {
+        loop {
+            if s.ended {
+                return None;
+            }
+            let chunk = match std::future::poll_fn(|cx| s.body.poll_chunk(cx)).await {
+                None => {
+                    s.ended = true;
+                    BodyChunk {
+                        data: Bytes::new(),
+                        last: true,
+                    }
+                }
+                Some(Err(e)) => {
+                    s.ended = true;
+                    return Some((Err(e), s));
+                }
+                Some(Ok(data)) => {
+                    let last = s.body.is_end_stream();
+                    s.ended |= last;
+                    BodyChunk { data, last }
+                }
+            };
+            let mut guard = s.slot.lock().await;
+            let data = match guard.as_mut() {
+                Some(m) => {
+                    let fed = s
+                        .stage
+                        .feed(&s.engine, m, &[Event::RequestBody], chunk.data, chunk.last)
+                        .await;
+                    match fed {
+                        Ok(data) => data,
+                        Err(()) => {
+                            s.ended = true;
+                            drop(guard);
+                            return Some((Err(MODULE_FAILED_ON_REQUEST.into()), s));
+                        }
+                    }
+                }
+                None => chunk.data,
+            };
+            drop(guard);
+            if !data.is_empty() {
+                return Some((Ok(data), s));
+            }
+        }
+    });
+    RequestBody::Streamed(Box::pin(stream))
+}
+
+/// Cuts the request on its way to the origin (the module's failure is counted where
+/// it happened).
+const MODULE_FAILED_ON_REQUEST: &str = "a module failed while transforming the request body";

@@ -1,0 +1,314 @@
+//! The whole-message events (`WholeRequest`, `WholeResponse`) and the request-body
+//! event end to end: modules built here, the real engine, a real origin and client.
+#![cfg(feature = "modules")]
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use support::client::{is_hit, send};
+use support::modules::*;
+use support::origin::TestOrigin;
+use support::reply::{pattern, Reply};
+use weir_api::http::header::{self, HeaderValue};
+use weir_api::http::StatusCode;
+use weir_api::{
+    BodyChunk, Bytes, Decision, Event, Events, Flow, Module, RequestHead, ResponseHead, Txn,
+    WholeBody,
+};
+
+/// What a whole-response module does with what it sees.
+#[derive(Clone, Copy)]
+enum OnResponse {
+    /// Replaces a text body with its upper case, longer by `!!`, and changes the type.
+    Shout,
+    /// The same, after waiting 50 ms (a helper process or an ICAP service).
+    ShoutLater,
+    /// Answers 503 when the body is over the limit (fail closed), else goes on.
+    RefuseTruncated,
+    /// Answers with its own response.
+    Answer,
+}
+
+/// A whole-response module that notes (body length, truncated) of each call.
+struct Rewriter {
+    on: OnResponse,
+    seen: Arc<Mutex<Vec<(usize, bool)>>>,
+}
+
+fn shout(head: &mut ResponseHead, body: &mut WholeBody) {
+    let mut upper = body.data.to_ascii_uppercase();
+    upper.extend_from_slice(b"!!");
+    body.data = Bytes::from(upper);
+    head.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/x-shout"),
+    );
+}
+
+impl Module for Rewriter {
+    fn name(&self) -> &str {
+        "rewriter"
+    }
+
+    fn events(&self) -> Events {
+        Events::of(&[Event::WholeResponse])
+    }
+
+    fn on_whole_response<'a>(
+        &'a self,
+        _txn: &'a mut Txn,
+        head: &'a mut ResponseHead,
+        body: &'a mut WholeBody,
+    ) -> Flow<'a> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push((body.data.len(), body.truncated));
+        match self.on {
+            OnResponse::Shout => {
+                shout(head, body);
+                Flow::Continue
+            }
+            OnResponse::ShoutLater => Flow::wait(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                shout(head, body);
+                Decision::Continue
+            }),
+            OnResponse::RefuseTruncated if body.truncated => Flow::Respond(weir_api::Reply::text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too large to check",
+            )),
+            OnResponse::RefuseTruncated => Flow::Continue,
+            OnResponse::Answer => Flow::Respond(weir_api::Reply::text(
+                StatusCode::FORBIDDEN,
+                "rewriter says no",
+            )),
+        }
+    }
+}
+
+async fn with_rewriter(
+    origin: &TestOrigin,
+    on: OnResponse,
+    extra: &'static str,
+) -> (Weir, Arc<Mutex<Vec<(usize, bool)>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let module = Rewriter {
+        on,
+        seen: seen.clone(),
+    };
+    let weir = Setup::new(origin)
+        .extra(extra)
+        .module("rewriter", module)
+        .start()
+        .await;
+    (weir, seen)
+}
+
+#[tokio::test]
+async fn a_whole_response_change_is_framed_and_stored() {
+    let origin = TestOrigin::start();
+    origin.route(
+        "/text",
+        Reply::ok("hello whole")
+            .chunked()
+            .cc("max-age=60")
+            .header("etag", "\"v1\""),
+    );
+    for on in [OnResponse::Shout, OnResponse::ShoutLater] {
+        let (weir, seen) = with_rewriter(&origin, on, "").await;
+        let path = match on {
+            OnResponse::Shout => "/text",
+            _ => "/text?later",
+        };
+        for round in 0..2 {
+            let got = weir.get(path).await;
+            assert_eq!(got.status, StatusCode::OK);
+            assert_eq!(got.text(), "HELLO WHOLE!!");
+            assert_eq!(got.header("content-type").as_deref(), Some("text/x-shout"));
+            assert_eq!(got.header("content-length").as_deref(), Some("13"));
+            assert_eq!(got.header("etag").as_deref(), Some("W/\"v1\""));
+            assert_eq!(
+                is_hit(&got.cache_status()),
+                round == 1,
+                "{}",
+                got.cache_status()
+            );
+        }
+        // Changed once, stored changed: the hit did not call the module again.
+        assert_eq!(*seen.lock().unwrap(), [(11, false)]);
+        weir.stop().await;
+    }
+    assert_eq!(origin.count("/text"), 2, "one fill per proxy");
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_comes_truncated_and_passes_unchanged() {
+    let origin = TestOrigin::start();
+    origin.route("/big", Reply::stream(200_000).cc("max-age=60"));
+    origin.route("/refused", Reply::stream(200_000).cc("max-age=60"));
+    let limits = "[limits]\nmodule_body = \"64 KiB\"\n";
+    let (weir, seen) = with_rewriter(&origin, OnResponse::Shout, limits).await;
+    let got = weir.get("/big").await;
+    assert_eq!(got.status, StatusCode::OK);
+    assert!(got.body == pattern(200_000), "the body passes unchanged");
+    let (len, truncated) = seen.lock().unwrap()[0];
+    assert!(
+        truncated && len > 64 * 1024 && len < 200_000,
+        "{len} {truncated}"
+    );
+    assert_eq!(
+        got.header("content-type").as_deref(),
+        Some("text/x-shout"),
+        "head changes apply"
+    );
+    weir.stop().await;
+
+    // Failing closed: the module answers instead, and nothing is stored.
+    let (weir, _) = with_rewriter(&origin, OnResponse::RefuseTruncated, limits).await;
+    for _ in 0..2 {
+        let got = weir.get("/refused").await;
+        assert_eq!(got.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(got.text(), "too large to check");
+    }
+    assert_eq!(origin.count("/refused"), 2);
+    weir.stop().await;
+}
+
+#[tokio::test]
+async fn a_whole_response_answer_replaces_the_response_on_fills_and_pass_through() {
+    let origin = TestOrigin::start();
+    origin.route("/page", Reply::ok("secret").cc("max-age=60"));
+    let (weir, seen) = with_rewriter(&origin, OnResponse::Answer, "").await;
+    for _ in 0..2 {
+        let got = weir.get("/page").await;
+        assert_eq!(got.status, StatusCode::FORBIDDEN);
+        assert_eq!(got.text(), "rewriter says no");
+    }
+    let posted = weir.post("/page", b"x").await;
+    assert_eq!(posted.status, StatusCode::FORBIDDEN);
+    assert_eq!(origin.count("/page"), 3, "answers are not stored");
+    assert_eq!(seen.lock().unwrap().len(), 3);
+    weir.stop().await;
+}
+
+#[tokio::test]
+async fn a_whole_response_change_on_pass_through() {
+    let origin = TestOrigin::start();
+    origin.route("/echo", Reply::echo());
+    let (weir, _) = with_rewriter(&origin, OnResponse::Shout, "").await;
+    let got = weir.post("/echo", b"quiet words").await;
+    assert_eq!(got.status, StatusCode::OK);
+    assert_eq!(got.text(), "QUIET WORDS!!");
+    assert_eq!(got.header("content-length").as_deref(), Some("13"));
+    weir.stop().await;
+}
+
+/// A whole-request module: rewrites `/old/…` to `/new/…`, replaces a POST body, and
+/// answers `/blocked` itself.
+struct RequestRewriter;
+
+impl Module for RequestRewriter {
+    fn name(&self) -> &str {
+        "request-rewriter"
+    }
+
+    fn events(&self) -> Events {
+        Events::of(&[Event::WholeRequest])
+    }
+
+    fn on_whole_request<'a>(
+        &'a self,
+        _txn: &'a mut Txn,
+        head: &'a mut RequestHead,
+        body: &'a mut WholeBody,
+    ) -> Flow<'a> {
+        let path = head.uri.path().to_string();
+        if path == "/blocked" {
+            return Flow::Respond(weir_api::Reply::text(StatusCode::FORBIDDEN, "blocked"));
+        }
+        if let Some(rest) = path.strip_prefix("/old/") {
+            head.uri = format!("/new/{rest}").parse().unwrap();
+        }
+        if !body.data.is_empty() {
+            body.data = Bytes::from(format!("[{}]", String::from_utf8_lossy(&body.data)));
+        }
+        Flow::Continue
+    }
+}
+
+#[tokio::test]
+async fn a_whole_request_changes_routing_key_and_body_or_is_answered() {
+    let origin = TestOrigin::start();
+    origin.route("/new/page", Reply::ok("new page").cc("max-age=60"));
+    origin.route("/echo", Reply::echo());
+    let weir = Setup::new(&origin)
+        .module("request-rewriter", RequestRewriter)
+        .start()
+        .await;
+    let got = weir.get("/old/page").await;
+    assert_eq!(got.text(), "new page");
+    // The cache key is the changed URL: the new path is a hit now.
+    let again = weir.get("/new/page").await;
+    assert!(is_hit(&again.cache_status()), "{}", again.cache_status());
+    assert_eq!(origin.count("/new/page"), 1);
+
+    let posted = weir.post("/echo", b"payload").await;
+    assert_eq!(posted.text(), "[payload]");
+    let seen = origin.last("/echo").unwrap();
+    assert_eq!(seen.body, Bytes::from_static(b"[payload]"));
+    assert_eq!(seen.header("content-length").as_deref(), Some("9"));
+
+    let blocked = weir.get("/blocked").await;
+    assert_eq!(blocked.status, StatusCode::FORBIDDEN);
+    assert_eq!(origin.count("/blocked"), 0);
+    weir.stop().await;
+}
+
+/// A request-body module that appends `+` to each chunk (so the length changes).
+struct Plus;
+
+impl Module for Plus {
+    fn name(&self) -> &str {
+        "plus"
+    }
+
+    fn events(&self) -> Events {
+        Events::of(&[Event::RequestHeaders, Event::RequestBody])
+    }
+
+    fn on_request_headers<'a>(&'a self, txn: &'a mut Txn, _r: &'a mut RequestHead) -> Flow<'a> {
+        txn.body_length_may_change();
+        Flow::Continue
+    }
+
+    fn on_request_body<'a>(&'a self, _txn: &'a mut Txn, chunk: &'a mut BodyChunk) -> Flow<'a> {
+        if chunk.last {
+            let mut data = chunk.data.to_vec();
+            data.push(b'+');
+            chunk.data = Bytes::from(data);
+        }
+        Flow::Continue
+    }
+}
+
+#[tokio::test]
+async fn request_body_chunks_are_transformed_on_their_way() {
+    let origin = TestOrigin::start();
+    origin.route("/echo", Reply::echo());
+    let weir = Setup::new(&origin).module("plus", Plus).start().await;
+    let big = pattern(300_000);
+    let url = format!("http://{}/echo", weir.addrs[0]);
+    let got = send(&weir.client, "POST", &url, &[], Some(big.clone())).await;
+    assert_eq!(got.status, StatusCode::OK);
+    let seen = origin.last("/echo").unwrap();
+    assert_eq!(seen.body.len(), big.len() + 1);
+    assert!(seen.body[..big.len()] == big[..] && seen.body.ends_with(b"+"));
+    assert!(
+        !seen.has_header("content-length"),
+        "the changed body goes chunked"
+    );
+    weir.stop().await;
+}
