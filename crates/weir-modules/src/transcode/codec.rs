@@ -101,7 +101,10 @@ fn try_transcode(input: &[u8], params: &Params) -> image::ImageResult<Outcome> {
     let image = fit(image, params.max_width, params.max_height);
     let opaque = !image.color().has_alpha() || image.to_rgba8().pixels().all(|p| p[3] == u8::MAX);
     let (format, data) = if params.webp {
-        (Format::Webp, encode_webp(&image, opaque, params.quality))
+        match encode_webp(&image, opaque, params.quality) {
+            Ok(data) => (Format::Webp, data),
+            Err(e) => return Ok(Outcome::BadImage(e)),
+        }
     } else if opaque {
         (Format::Jpeg, encode_jpeg(&image, params.quality)?)
     } else {
@@ -150,17 +153,22 @@ fn encode_jpeg(image: &DynamicImage, quality: u8) -> image::ImageResult<Vec<u8>>
     Ok(out)
 }
 
-fn encode_webp(image: &DynamicImage, opaque: bool, quality: u8) -> Vec<u8> {
-    let q = f32::from(quality.clamp(1, 100));
-    if opaque {
+/// libwebp's effort, 0 (fastest) to 6: 2 instead of its default 4 costs a few
+/// percent of size on small photographs and saves a large share of the encoding time.
+const WEBP_METHOD: i32 = 2;
+
+fn encode_webp(image: &DynamicImage, opaque: bool, quality: u8) -> Result<Vec<u8>, String> {
+    let mut config = webp::WebPConfig::new().map_err(|()| "libwebp: no default configuration")?;
+    config.quality = f32::from(quality.clamp(1, 100));
+    config.method = WEBP_METHOD;
+    let encoded = if opaque {
         let rgb = image.to_rgb8();
-        webp::Encoder::from_rgb(&rgb, rgb.width(), rgb.height())
-            .encode(q)
-            .to_vec()
+        webp::Encoder::from_rgb(&rgb, rgb.width(), rgb.height()).encode_advanced(&config)
     } else {
         let rgba = image.to_rgba8();
-        webp::Encoder::from_rgba(&rgba, rgba.width(), rgba.height())
-            .encode(q)
-            .to_vec()
-    }
+        webp::Encoder::from_rgba(&rgba, rgba.width(), rgba.height()).encode_advanced(&config)
+    };
+    encoded
+        .map(|m| m.to_vec())
+        .map_err(|e| format!("libwebp: {e:?}"))
 }
