@@ -3,7 +3,6 @@
 use std::io::Cursor;
 
 use image::codecs::gif::GifDecoder;
-use image::codecs::jpeg::JpegEncoder;
 use image::codecs::png::PngDecoder;
 use image::codecs::webp::WebPDecoder;
 use image::imageops::FilterType;
@@ -106,7 +105,10 @@ fn try_transcode(input: &[u8], params: &Params) -> image::ImageResult<Outcome> {
             Err(e) => return Ok(Outcome::BadImage(e)),
         }
     } else if opaque {
-        (Format::Jpeg, encode_jpeg(&image, params.quality)?)
+        match encode_jpeg(&image, params.quality) {
+            Ok(data) => (Format::Jpeg, data),
+            Err(e) => return Ok(Outcome::BadImage(e)),
+        }
     } else {
         return Ok(Outcome::Unsuitable);
     };
@@ -146,10 +148,17 @@ fn fit(image: DynamicImage, max_width: u32, max_height: u32) -> DynamicImage {
     image.resize(w, h, FilterType::Triangle)
 }
 
-fn encode_jpeg(image: &DynamicImage, quality: u8) -> image::ImageResult<Vec<u8>> {
-    let mut out = Vec::new();
+/// Baseline JPEG, 4:2:0 below quality 90, by `jpeg-encoder` (several times faster
+/// than `image`'s own encoder on these sizes: AVX2 where the CPU has it).
+fn encode_jpeg(image: &DynamicImage, quality: u8) -> Result<Vec<u8>, String> {
     let rgb = image.to_rgb8();
-    JpegEncoder::new_with_quality(&mut out, quality.clamp(1, 100)).encode_image(&rgb)?;
+    let too_wide = |_| format!("{}x{} is too large for JPEG", rgb.width(), rgb.height());
+    let width = u16::try_from(rgb.width()).map_err(too_wide)?;
+    let height = u16::try_from(rgb.height()).map_err(too_wide)?;
+    let mut out = Vec::new();
+    jpeg_encoder::Encoder::new(&mut out, quality.clamp(1, 100))
+        .encode(&rgb, width, height, jpeg_encoder::ColorType::Rgb)
+        .map_err(|e| format!("JPEG encoder: {e}"))?;
     Ok(out)
 }
 

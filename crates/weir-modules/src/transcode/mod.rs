@@ -190,7 +190,8 @@ impl Transcode {
     }
 
     /// The helpers' process ids (started if they were not).
-    pub fn helper_pids(&self) -> Vec<u32> {
+    #[cfg(test)]
+    fn helper_pids(&self) -> Vec<u32> {
         self.pool().map(Pool::pids).unwrap_or_default()
     }
 
