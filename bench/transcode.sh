@@ -8,7 +8,7 @@
 #      package, fetched with `apt-get download` and unpacked here, never installed),
 #      to JPEG and to WebP at quality 60, RUNS times; medians.
 #   2. What transcoding at full demand does to the proxy's other traffic. One origin
-#      (python3 http.server) serves the photographs and an 8 KB hot object; two Weirs
+#      (python3's http.server, keep-alive) serves the photographs and an 8 KB hot object; two Weirs
 #      with `transcode` (2 helpers) differ only in the helpers' priority:
 #        nice0    nice = 0, sched_idle = false
 #        nice19   nice = 19, sched_idle = true (the default)
@@ -19,7 +19,9 @@
 #        nice19    the same on nice19's Weir
 #      Hits: h2load over HTTP/1.1, RATE requests per second in all (open loop, fixed
 #      rate), on the hot object; its mean and max request time. Misses: wrk's p50 and
-#      p99, and transcodes per second (the module's counter).
+#      p99, and transcodes per second (the module's counter). The origin and wrk run at
+#      nice 19, standing in for machines of their own (on this 2-core machine they
+#      would otherwise take CPU from the proxy and the hits whatever the helpers do).
 #
 # How to run
 #   bench/transcode.sh                          # 3 rounds of 10 s
@@ -104,7 +106,22 @@ echo
 head -c 8192 /dev/urandom | base64 -w 100 | head -c 8192 >"$TMP/www/hot.txt"
 touch -d '1 day ago' "$TMP/www"/*
 PORT_ORIGIN=$(pick_port); USED_PORTS=" $PORT_ORIGIN "
-(cd "$TMP/www" && exec python3 -m http.server "$PORT_ORIGIN" --bind 127.0.0.1) >"$TMP/origin.log" 2>&1 &
+# http.server with keep-alive and a listen backlog that a burst of misses does not
+# overflow (its default of 5 turns some misses into 1 s SYN retransmissions).
+cat >"$TMP/origin.py" <<'PY'
+import functools, http.server, sys
+class Server(http.server.ThreadingHTTPServer):
+    request_queue_size = 1024
+class Handler(http.server.SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # head and body are two writes: no 40 ms delayed-ACK stall
+    def log_message(self, *args):
+        pass
+Server(("127.0.0.1", int(sys.argv[1])), functools.partial(Handler, directory=sys.argv[2])).serve_forever()
+PY
+# The origin and the miss load stand in for machines of their own: at nice 19 they take
+# no CPU from the proxy and the hit load, so what the hits feel is the helpers.
+nice -n 19 python3 "$TMP/origin.py" "$PORT_ORIGIN" "$TMP/www" >"$TMP/origin.log" 2>&1 &
 STARTED_PIDS+=("$!")
 wait_ready origin "$!" "$PORT_ORIGIN"
 
@@ -149,7 +166,8 @@ hits() {
     local out
     out="$(h2load --h1 -c "$HIT_CLIENTS" --rps "$(( RATE / HIT_CLIENTS ))" -D "$DURATION" "http://127.0.0.1:$1/hot.txt" 2>&1)"
     grep -q '^status codes: .* 0 3xx, 0 4xx, 0 5xx' <<<"$out" || { echo "$out" >&2; die "hits failed"; }
-    awk '/^time for request:/ { print ms($5), ms($3) } function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; return v * 1000 }' <<<"$out"
+    # "time for request:  MIN  MAX  MEAN  SD  +/-SD"
+    awk '/^time for request:/ { print ms($6), ms($5) } function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; return v * 1000 }' <<<"$out"
 }
 
 declare -A HMEAN HMAX MP50 MP99 TPS
@@ -158,7 +176,7 @@ for round in $(seq "$RUNS"); do
         target=$v; [ "$v" = baseline ] && target=nice19
         t0="$(transcodes "$target")"
         if [ "$v" != baseline ]; then
-            wrk -t1 -c"$CONNS" -d"$((DURATION + 2))s" -s "$TMP/misses.lua" "http://127.0.0.1:${PORT[$target]}/" >"$TMP/wrk.out" 2>&1 &
+            nice -n 19 wrk -t1 -c"$CONNS" -d"$((DURATION + 2))s" -s "$TMP/misses.lua" "http://127.0.0.1:${PORT[$target]}/" >"$TMP/wrk.out" 2>&1 &
             WRK_PID=$!
             sleep 1
         fi
