@@ -17,6 +17,7 @@
 mod child;
 mod pool;
 mod priority;
+mod supervise;
 pub mod wire;
 
 pub use child::{serve, serve_stdin, ChildOptions, Handler, OPTIONS_ENV};

@@ -15,12 +15,12 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 
 use crate::child::{ChildOptions, OPTIONS_ENV};
+use crate::supervise::supervise;
 use crate::wire::{Frame, FrameKind};
 
 /// Why a job has no answer. Each means the caller keeps its original input.
@@ -101,10 +101,10 @@ pub struct PoolConfig {
 
 /// A helper that has lived this long counts as healthy: its next death restarts it
 /// after the first back-off again.
-const HEALTHY_AFTER: Duration = Duration::from_secs(10);
+pub(crate) const HEALTHY_AFTER: Duration = Duration::from_secs(10);
 
-type Answer = Result<Vec<u8>, JobError>;
-type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Answer>>>>;
+pub(crate) type Answer = Result<Vec<u8>, JobError>;
+pub(crate) type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Answer>>>>;
 
 /// A running helper as callers see it: where to send jobs, who waits for answers.
 struct Link {
@@ -113,13 +113,13 @@ struct Link {
     pid: u32,
 }
 
-struct Shared {
-    config: PoolConfig,
+pub(crate) struct Shared {
+    pub(crate) config: PoolConfig,
     slots: Vec<Mutex<Option<Link>>>,
     permits: Arc<Semaphore>,
     next_id: AtomicU64,
     next_slot: AtomicUsize,
-    restarts: AtomicU64,
+    pub(crate) restarts: AtomicU64,
 }
 
 /// A pool of helper processes; dropping it stops them.
@@ -233,17 +233,17 @@ impl Drop for Forget {
 }
 
 /// A helper just spawned, before the runtime takes its socket.
-struct Spawned {
-    child: Child,
-    socket: StdUnixStream,
-    jobs: mpsc::UnboundedReceiver<Frame>,
-    pending: Pending,
+pub(crate) struct Spawned {
+    pub(crate) child: Child,
+    pub(crate) socket: StdUnixStream,
+    pub(crate) jobs: mpsc::UnboundedReceiver<Frame>,
+    pub(crate) pending: Pending,
 }
 
 impl Shared {
     /// Starts helper `index` and publishes its link, so jobs can be sent at once (they
     /// wait in the link's channel until its writer runs).
-    fn spawn(&self, index: usize) -> std::io::Result<Spawned> {
+    pub(crate) fn spawn(&self, index: usize) -> std::io::Result<Spawned> {
         let (ours, theirs) = StdUnixStream::pair()?;
         let command = &self.config.command;
         let child = Command::new(&command.program)
@@ -297,105 +297,11 @@ impl Shared {
     }
 
     /// Unpublishes helper `index` and fails every job waiting on it.
-    fn unlink(&self, index: usize, pending: &Pending) {
+    pub(crate) fn unlink(&self, index: usize, pending: &Pending) {
         self.slots[index].lock().expect("slot lock").take();
         let waiting: Vec<_> = pending.lock().expect("pending lock").drain().collect();
         for (_, tx) in waiting {
             let _ = tx.send(Err(JobError::HelperDied));
         }
-    }
-}
-
-/// Serves helper `index` and restarts it whenever it dies, until the pool stops.
-async fn supervise(
-    shared: Arc<Shared>,
-    index: usize,
-    first: Spawned,
-    mut stop: watch::Receiver<bool>,
-) {
-    let mut backoff = shared.config.restart_backoff;
-    let mut helper = Some(first);
-    loop {
-        let started = Instant::now();
-        if let Some(h) = helper.take() {
-            let pending = h.pending.clone();
-            let mut child = h.child;
-            let stopping = tokio::select! {
-                _ = serve_link(h.socket, h.jobs, h.pending) => false,
-                _ = stop.wait_for(|s| *s) => true,
-            };
-            shared.unlink(index, &pending);
-            let _ = child.kill();
-            let status = tokio::task::spawn_blocking(move || child.wait()).await;
-            if stopping {
-                return;
-            }
-            tracing::warn!("helper {index} stopped ({status:?}); restarting it");
-        }
-        if started.elapsed() >= HEALTHY_AFTER {
-            backoff = shared.config.restart_backoff;
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
-            _ = stop.wait_for(|s| *s) => return,
-        }
-        backoff = (backoff * 2).min(shared.config.restart_backoff_max);
-        match shared.spawn(index) {
-            Ok(h) => {
-                shared.restarts.fetch_add(1, Ordering::Relaxed);
-                if let Some(hook) = &shared.config.on_restart {
-                    hook();
-                }
-                helper = Some(h);
-            }
-            Err(e) => tracing::error!("cannot restart helper {index}: {e}"),
-        }
-    }
-}
-
-/// Moves frames between one helper's socket and its callers until the socket closes
-/// or breaks.
-async fn serve_link(
-    socket: StdUnixStream,
-    mut jobs: mpsc::UnboundedReceiver<Frame>,
-    pending: Pending,
-) {
-    let socket = match socket
-        .set_nonblocking(true)
-        .and_then(|()| UnixStream::from_std(socket))
-    {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("helper socket: {e}");
-            return;
-        }
-    };
-    let (mut reader, mut writer) = socket.into_split();
-    let write = async move {
-        while let Some(frame) = jobs.recv().await {
-            if frame.write_async(&mut writer).await.is_err() {
-                return;
-            }
-        }
-    };
-    let read = async move {
-        while let Ok(Some(frame)) = Frame::read_async(&mut reader).await {
-            let answer = match frame.kind {
-                FrameKind::Done => Ok(frame.payload),
-                FrameKind::Failed => Err(JobError::Failed(
-                    String::from_utf8_lossy(&frame.payload).into_owned(),
-                )),
-                FrameKind::Job => return,
-            };
-            let waiter = pending.lock().expect("pending lock").remove(&frame.id);
-            // No waiter: the job timed out or its caller went away.
-            if let Some(tx) = waiter {
-                let _ = tx.send(answer);
-            }
-        }
-    };
-    tokio::select! {
-        _ = write => {}
-        _ = read => {}
     }
 }
