@@ -3,7 +3,8 @@
 # Installs what the tests need (curl, for the tests that drive a real curl client;
 # h2load from nghttp2-client, for a short HTTP/2 load over TLS; ip and iptables, for
 # the transparent-proxy test in a network namespace; webext-ublock-origin-firefox,
-# whose EasyList and EasyPrivacy the ad remover's tests load), then builds once and
+# whose EasyList and EasyPrivacy the ad remover's tests load; c-icap, whose echo
+# service the ICAP module's tests run on a port of their own), then builds once and
 # runs the unit and integration tests. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -14,11 +15,13 @@ command -v h2load >/dev/null 2>&1 || need+=(nghttp2-client)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
 dpkg -s webext-ublock-origin-firefox >/dev/null 2>&1 || need+=(webext-ublock-origin-firefox)
+command -v c-icap >/dev/null 2>&1 || need+=(c-icap)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq
-  # The lists are optional (their test says SKIPPED without them): curl is not.
+  # The lists and c-icap are optional (their tests say SKIPPED without them): curl
+  # is not.
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" ||
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends curl
 fi

@@ -2,6 +2,7 @@
 //! custom log fields.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -28,8 +29,10 @@ pub struct CacheOverrides {
     /// on what may be stored still apply).
     pub ttl: Option<Duration>,
     /// An extra part of the cache key: responses with different variants are
-    /// different objects (e.g. the encoding a compressor produced).
-    pub variant: Option<String>,
+    /// different objects (e.g. the encoding a compressor produced). A `Cow`, so that a
+    /// module whose variants are fixed strings sets one without allocating
+    /// (`Some("webp".into())`).
+    pub variant: Option<Cow<'static, str>>,
     /// Invalidation tags attached to the stored response.
     pub tags: Vec<String>,
 }

@@ -5,6 +5,9 @@ use std::sync::Arc;
 
 use http::HeaderMap;
 
+/// What separates a URL from a module's variant in a key.
+const MODULE_VARIANT: &str = "\0~";
+
 /// The identity of a cached object: `scheme://authority/path?query` with the host
 /// lowercased, plus, for a Vary variant, the values of the request headers it varies on.
 ///
@@ -15,8 +18,22 @@ pub struct CacheKey(Arc<str>);
 impl CacheKey {
     /// The key of a URL. GET and HEAD share it (a HEAD is answered from a stored GET).
     pub fn for_url(scheme: &str, authority: &str, path_and_query: &str) -> CacheKey {
-        let mut s =
-            String::with_capacity(scheme.len() + 3 + authority.len() + path_and_query.len());
+        CacheKey::for_url_variant(scheme, authority, path_and_query, None)
+    }
+
+    /// The key of a URL with a module's variant (`None`: the URL's own key), made in
+    /// one piece: [`CacheKey::with_module_variant`] of [`CacheKey::for_url`] without
+    /// the intermediate key (this runs on every request a module gives a variant).
+    pub fn for_url_variant(
+        scheme: &str,
+        authority: &str,
+        path_and_query: &str,
+        variant: Option<&str>,
+    ) -> CacheKey {
+        let extra = variant.map_or(0, |v| 2 + v.len());
+        let mut s = String::with_capacity(
+            scheme.len() + 3 + authority.len() + path_and_query.len() + extra,
+        );
         s.push_str(scheme);
         s.push_str("://");
         for c in authority.chars() {
@@ -27,6 +44,10 @@ impl CacheKey {
         } else {
             path_and_query
         });
+        if let Some(variant) = variant {
+            s.push_str(MODULE_VARIANT);
+            s.push_str(variant);
+        }
         CacheKey(s.into())
     }
 
@@ -54,7 +75,7 @@ impl CacheKey {
     pub fn with_module_variant(&self, variant: &str) -> CacheKey {
         let mut s = String::with_capacity(self.0.len() + 2 + variant.len());
         s.push_str(&self.0);
-        s.push_str("\0~");
+        s.push_str(MODULE_VARIANT);
         s.push_str(variant);
         CacheKey(s.into())
     }

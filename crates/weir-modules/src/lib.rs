@@ -36,6 +36,8 @@
 //! blocked images with a blank image that the cache then serves as a hit.
 //! [`compress`] compresses text-like responses with gzip, brotli or zstd as the
 //! client accepts, and stores each encoding as a variant of its own.
+//! [`icap`] hands whole requests and responses to ICAP services (RFC 3507), such as
+//! c-icap or a virus scanner, and applies what they answer.
 //! [`transcode`] makes images smaller (lower JPEG quality, optional scaling, WebP
 //! for clients that accept it) in helper processes at idle priority, and stores each
 //! result as a variant of its own.
@@ -48,6 +50,7 @@
 pub mod adblock;
 pub mod compress;
 pub mod diagnostics;
+pub mod icap;
 pub mod preload;
 pub mod transcode;
 mod variant;
@@ -57,7 +60,7 @@ use weir_api::ModuleContext;
 use weir_api::ModuleFactory;
 
 /// The factories of every built-in module, one per name: `empty`, `add-headers`,
-/// `body-copy`, `preload`, `adblock`, `compress` and `transcode` (see the
+/// `body-copy`, `preload`, `adblock`, `compress`, `icap` and `transcode` (see the
 /// [crate documentation](crate)).
 pub fn builtin() -> Vec<Box<dyn ModuleFactory>> {
     vec![
@@ -67,6 +70,7 @@ pub fn builtin() -> Vec<Box<dyn ModuleFactory>> {
         Box::new(preload::PreloadFactory),
         Box::new(adblock::AdblockFactory),
         Box::new(compress::CompressFactory),
+        Box::new(icap::IcapFactory),
         Box::new(transcode::TranscodeFactory),
     ]
 }
@@ -96,6 +100,7 @@ mod tests {
                 "preload",
                 "adblock",
                 "compress",
+                "icap",
                 "transcode"
             ]
         );

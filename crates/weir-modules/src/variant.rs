@@ -8,14 +8,16 @@ use weir_api::Txn;
 const SEPARATOR: char = ';';
 
 /// Adds `part` to the transaction's module variant, keeping other modules' parts.
-pub fn add(txn: &mut Txn, part: &str) {
+/// The first part costs no allocation.
+pub fn add(txn: &mut Txn, part: &'static str) {
     let variant = &mut txn.cache().variant;
     match variant {
         Some(v) => {
+            let v = v.to_mut();
             v.push(SEPARATOR);
             v.push_str(part);
         }
-        None => *variant = Some(part.to_string()),
+        None => *variant = Some(part.into()),
     }
 }
 

@@ -311,11 +311,14 @@ impl Body for RequestBody {
                 read_ahead, inner, ..
             } => {
                 let ahead: u64 = read_ahead.iter().map(|c| c.len() as u64).sum();
-                let mut hint = inner.size_hint();
-                hint.set_lower(hint.lower() + ahead);
-                if let Some(upper) = hint.upper() {
+                let rest = inner.size_hint();
+                // The upper bound first: `set_lower` asserts that the lower bound does
+                // not exceed it, which `lower + ahead` would with an exact hint.
+                let mut hint = SizeHint::new();
+                if let Some(upper) = rest.upper() {
                     hint.set_upper(upper + ahead);
                 }
+                hint.set_lower(rest.lower() + ahead);
                 hint
             }
             RequestBody::Streamed(_) => SizeHint::default(),

@@ -69,14 +69,15 @@ pub(crate) fn cache_key(target: &Target) -> CacheKey {
 /// The key a request is looked up under: its URL's, with the module variant the
 /// transaction's modules chose, if any.
 pub(crate) fn key_for(target: &Target, txn: &Option<ModTxn>) -> CacheKey {
-    let key = cache_key(target);
-    match txn
+    let variant = txn
         .as_ref()
-        .and_then(|t| t.txn.cache_overrides().variant.as_deref())
-    {
-        Some(variant) => key.with_module_variant(variant),
-        None => key,
-    }
+        .and_then(|t| t.txn.cache_overrides().variant.as_deref());
+    CacheKey::for_url_variant(
+        "http",
+        target.host.to_str().unwrap_or(""),
+        &target.path_and_query,
+        variant,
+    )
 }
 
 /// Serves a GET or HEAD through the cache.

@@ -644,7 +644,7 @@ impl Module for Steer {
             txn.cache().ttl = Some(Duration::from_secs(60));
         }
         if let Some(v) = r.headers.get("x-variant").and_then(|v| v.to_str().ok()) {
-            txn.cache().variant = Some(v.to_string());
+            txn.cache().variant = Some(v.to_string().into());
         }
         Flow::Continue
     }

@@ -312,3 +312,23 @@ async fn request_body_chunks_are_transformed_on_their_way() {
     );
     weir.stop().await;
 }
+
+#[tokio::test]
+async fn a_request_body_over_the_limit_passes_whole_and_unchanged() {
+    let origin = TestOrigin::start();
+    origin.route("/echo", Reply::echo());
+    let weir = Setup::new(&origin)
+        .extra("[limits]\nmodule_body = \"64 KiB\"\n")
+        .module("request-rewriter", RequestRewriter)
+        .start()
+        .await;
+    // A declared length larger than the limit: read in part, then streamed.
+    let big = pattern(300_000);
+    let url = format!("http://{}/echo", weir.addrs[0]);
+    let got = send(&weir.client, "POST", &url, &[], Some(big.clone())).await;
+    assert_eq!(got.status, StatusCode::OK);
+    let seen = origin.last("/echo").unwrap();
+    assert!(seen.body == big[..], "the body passes unchanged");
+    assert_eq!(seen.header("content-length"), Some(big.len().to_string()));
+    weir.stop().await;
+}

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
-use weir_api::http::header::{self, HeaderName};
+use weir_api::http::header::{self, HeaderName, HeaderValue};
 use weir_api::RequestHead;
 
 const SHARDS: usize = 16;
@@ -21,7 +21,8 @@ const SHARD_CAPACITY: usize = 4096;
 
 /// The request headers a verdict depends on besides the URL; names made once, so a
 /// lookup does not parse them.
-const KEY_HEADERS: [HeaderName; 5] = [
+const KEY_COUNT: usize = 5;
+const KEY_HEADERS: [HeaderName; KEY_COUNT] = [
     header::HOST,
     header::REFERER,
     header::ACCEPT,
@@ -81,9 +82,18 @@ impl Memo {
             h.write(part.unwrap_or("").as_bytes());
             h.write_u8(0);
         }
-        for name in &KEY_HEADERS {
+        // One pass over the request's few headers costs less than five lookups, each
+        // of which hashes its name.
+        let mut values: [Option<&HeaderValue>; KEY_COUNT] = [None; KEY_COUNT];
+        for (name, value) in &request.headers {
+            if let Some(i) = KEY_HEADERS.iter().position(|k| k == name) {
+                // The first value, as `HeaderMap::get` gives it.
+                values[i].get_or_insert(value);
+            }
+        }
+        for value in values {
             h.write_u8(0);
-            if let Some(v) = request.headers.get(name) {
+            if let Some(v) = value {
                 h.write(v.as_bytes());
             }
         }
@@ -105,5 +115,65 @@ impl Memo {
             }
             shard.insert(key, block);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_api::http::Request;
+
+    fn head(uri: &str, headers: &[(&str, &str)]) -> RequestHead {
+        let mut b = Request::get(uri);
+        for (n, v) in headers {
+            b = b.header(*n, *v);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn the_key_is_what_a_verdict_depends_on() {
+        let memo = Memo::new();
+        let key = |uri: &str, headers: &[(&str, &str)]| memo.key(&head(uri, headers));
+        let page = [
+            ("referer", "http://news.test/"),
+            ("sec-fetch-dest", "image"),
+        ];
+        let base = key("http://ads.test/a.gif", &page);
+        // Headers a verdict does not depend on, and their order, change nothing.
+        let reordered = [
+            ("sec-fetch-dest", "image"),
+            ("x-other", "1"),
+            ("referer", "http://news.test/"),
+        ];
+        assert_eq!(base, key("http://ads.test/a.gif", &reordered));
+        // Each header it does depend on, and the URL, does.
+        assert_ne!(base, key("http://ads.test/b.gif", &page));
+        assert_ne!(
+            base,
+            key("http://ads.test/a.gif", &[("referer", "http://news.test/")])
+        );
+        assert_ne!(
+            base,
+            key(
+                "http://ads.test/a.gif",
+                &[
+                    ("referer", "http://other.test/"),
+                    ("sec-fetch-dest", "image")
+                ]
+            )
+        );
+        for name in ["host", "accept", "sec-fetch-site"] {
+            let mut more = page.to_vec();
+            more.push((name, "x"));
+            assert_ne!(base, key("http://ads.test/a.gif", &more), "{name}");
+        }
+        // A header given twice: its first value counts, as `HeaderMap::get` reads it.
+        let twice = [
+            ("referer", "http://news.test/"),
+            ("referer", "http://else.test/"),
+            ("sec-fetch-dest", "image"),
+        ];
+        assert_eq!(base, key("http://ads.test/a.gif", &twice));
     }
 }

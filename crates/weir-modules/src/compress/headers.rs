@@ -1,7 +1,8 @@
 //! The response metadata a compressor must keep right: which content types it
 //! compresses, `Cache-Control: no-transform`, `Vary`, and per-encoding `ETag`s.
 
-use weir_api::http::{header, HeaderMap, HeaderValue};
+use weir_api::http::header::{self, Entry};
+use weir_api::http::{HeaderMap, HeaderValue};
 
 /// Content types to compress: `type/subtype`, `type/*`, or `*/*+suffix` (any type
 /// whose subtype ends in `+suffix`, such as `application/ld+json`).
@@ -100,15 +101,22 @@ pub fn is_encoded(headers: &HeaderMap) -> bool {
 
 /// Adds `Accept-Encoding` to `Vary`, unless it is there already or `Vary: *`.
 pub fn merge_vary(headers: &mut HeaderMap) {
-    let present = headers
-        .get_all(header::VARY)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .any(|n| n == "*" || n.eq_ignore_ascii_case("accept-encoding"));
-    if !present {
-        headers.append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    const ACCEPT_ENCODING: HeaderValue = HeaderValue::from_static("Accept-Encoding");
+    // One lookup (this runs on every hit of a compressible response).
+    match headers.entry(header::VARY) {
+        Entry::Vacant(v) => {
+            v.insert(ACCEPT_ENCODING);
+        }
+        Entry::Occupied(mut o) => {
+            let present = o
+                .iter()
+                .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+                .map(<[u8]>::trim_ascii)
+                .any(|n| n == b"*" || n.eq_ignore_ascii_case(b"accept-encoding"));
+            if !present {
+                o.append(ACCEPT_ENCODING);
+            }
+        }
     }
 }
 

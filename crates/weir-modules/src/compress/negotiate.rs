@@ -74,22 +74,29 @@ pub fn negotiate(headers: &HeaderMap, offered: &[Encoding]) -> Option<Encoding> 
     let mut values = headers.get_all(header::ACCEPT_ENCODING).iter().peekable();
     values.peek()?;
     let mut w = Weights::default();
+    // Bytes rather than text, and no copies: this runs on every request, hits
+    // included. A coding with bytes outside ASCII matches none of ours.
     for value in values {
-        let Ok(text) = value.to_str() else { continue };
-        for item in text.split(',') {
-            let mut parts = item.split(';');
-            let coding = parts.next().unwrap_or("").trim();
+        for item in value.as_bytes().split(|&b| b == b',') {
+            let mut parts = item.split(|&b| b == b';');
+            let coding = parts.next().unwrap_or_default().trim_ascii();
             if coding.is_empty() {
                 continue;
             }
             let Some(q) = weight(parts) else { continue };
-            let slot = match coding.to_ascii_lowercase().as_str() {
-                "gzip" | "x-gzip" => &mut w.gzip,
-                "br" => &mut w.br,
-                "zstd" => &mut w.zstd,
-                "identity" => &mut w.identity,
-                "*" => &mut w.any,
-                _ => continue,
+            let is = |name: &[u8]| coding.eq_ignore_ascii_case(name);
+            let slot = if is(b"gzip") || is(b"x-gzip") {
+                &mut w.gzip
+            } else if is(b"br") {
+                &mut w.br
+            } else if is(b"zstd") {
+                &mut w.zstd
+            } else if is(b"identity") {
+                &mut w.identity
+            } else if coding == b"*" {
+                &mut w.any
+            } else {
+                continue;
             };
             // A coding listed twice: the higher weight.
             *slot = Some(slot.map_or(q, |old| old.max(q)));
@@ -115,21 +122,40 @@ pub fn negotiate(headers: &HeaderMap, offered: &[Encoding]) -> Option<Encoding> 
 
 /// The weight of an item from its parameters: `q=` (default 1), in thousandths;
 /// `None` when malformed (the item is ignored).
-fn weight<'a>(params: impl Iterator<Item = &'a str>) -> Option<u16> {
+fn weight<'a>(params: impl Iterator<Item = &'a [u8]>) -> Option<u16> {
     let mut q = 1000;
     for p in params {
-        let Some((name, value)) = p.split_once('=') else {
+        let Some(eq) = p.iter().position(|&b| b == b'=') else {
             continue;
         };
-        if !name.trim().eq_ignore_ascii_case("q") {
+        if !p[..eq].trim_ascii().eq_ignore_ascii_case(b"q") {
             continue;
         }
-        let v: f32 = value.trim().parse().ok()?;
-        if !(0.0..=1.0).contains(&v) {
-            return None;
-        }
-        q = (v * 1000.0).round() as u16;
+        q = qvalue(p[eq + 1..].trim_ascii())?;
     }
+    Some(q)
+}
+
+/// A weight (`0`, `0.5`, `1.000`; a missing leading digit is forgiven) in
+/// thousandths, rounded at the fourth decimal; `None` when not a number from 0 to 1.
+fn qvalue(v: &[u8]) -> Option<u16> {
+    let (int, frac) = match v.iter().position(|&b| b == b'.') {
+        Some(dot) => (&v[..dot], &v[dot + 1..]),
+        None => (v, &[][..]),
+    };
+    if int.len() > 1 || (int.is_empty() && frac.is_empty()) {
+        return None;
+    }
+    if !int.iter().chain(frac).all(u8::is_ascii_digit) {
+        return None;
+    }
+    match int.first() {
+        None | Some(b'0') => {}
+        Some(b'1') if frac.iter().all(|&d| d == b'0') => return Some(1000),
+        Some(_) => return None,
+    }
+    let digit = |i: usize| frac.get(i).map_or(0, |d| u16::from(d - b'0'));
+    let q = digit(0) * 100 + digit(1) * 10 + digit(2) + u16::from(digit(3) >= 5);
     Some(q)
 }
 
@@ -172,6 +198,35 @@ mod tests {
         assert_eq!(pick(Some("gzip;q=0.5, identity;q=0.5"), &ALL), Some(Gzip));
         // Malformed weights are ignored items.
         assert_eq!(pick(Some("br;q=2, gzip;q=x, zstd;q=0.3"), &ALL), Some(Zstd));
+    }
+
+    #[test]
+    fn weights_are_read_exactly() {
+        assert_eq!(qvalue(b"0"), Some(0));
+        assert_eq!(qvalue(b"1"), Some(1000));
+        assert_eq!(qvalue(b"1.000"), Some(1000));
+        assert_eq!(qvalue(b"0.5"), Some(500));
+        assert_eq!(qvalue(b".25"), Some(250));
+        assert_eq!(qvalue(b"0.0005"), Some(1));
+        assert_eq!(qvalue(b"0.9996"), Some(1000));
+        for bad in [
+            &b""[..],
+            b".",
+            b"1.5",
+            b"1.0001",
+            b"2",
+            b"x",
+            b"0.5x",
+            b"-0",
+            b"10",
+        ] {
+            assert_eq!(qvalue(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(pick(Some("gzip;Q=0.3, br;q=0.2"), &ALL), Some(Gzip));
+        assert_eq!(
+            pick(Some("gzip; level=9; q=0.7, br;q=0.6"), &ALL),
+            Some(Gzip)
+        );
     }
 
     #[test]
