@@ -276,3 +276,29 @@ fn the_helper_subcommand_refuses_what_the_proxy_would_not_give_it() {
     let help = run_weir(&["--help"], Duration::from_secs(10));
     assert!(!String::from_utf8_lossy(&help.stdout).contains("helper"));
 }
+
+#[tokio::test]
+async fn a_reload_replaces_the_helpers_and_leaves_none_behind() {
+    let origin = origin();
+    let proxy = reverse_with_modules(&origin.base(), MODULE);
+    let client = direct_client();
+    let r = get(&client, &proxy.reverse_url("/photo-a.jpg"), &[]).await;
+    assert!(r.body.len() < photo().len());
+    let before = helpers(&proxy);
+    assert_eq!(before.len(), 1);
+
+    let text = std::fs::read_to_string(proxy.config_path()).unwrap();
+    std::fs::write(proxy.config_path(), format!("{text}quality = 40\n")).unwrap();
+    proxy.signal("HUP");
+    assert!(
+        wait_until(Duration::from_secs(15), || helpers(&proxy).is_empty()),
+        "the replaced module's helper still runs: {:?}",
+        helpers(&proxy)
+    );
+    // The new module starts its own helper with its first job.
+    let r = get(&client, &proxy.reverse_url("/photo-b.jpg"), &[]).await;
+    assert!(r.body.len() < photo().len());
+    let after = helpers(&proxy);
+    assert_eq!(after.len(), 1);
+    assert_ne!(after, before);
+}
