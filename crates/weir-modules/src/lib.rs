@@ -38,6 +38,13 @@
 //! client accepts, and stores each encoding as a variant of its own.
 //! [`icap`] hands whole requests and responses to ICAP services (RFC 3507), such as
 //! c-icap or a virus scanner, and applies what they answer.
+//! [`transcode`] makes images smaller (lower JPEG quality, optional scaling, WebP
+//! for clients that accept it) in helper processes at idle priority, and stores each
+//! result as a variant of its own.
+//!
+//! # Helper processes
+//! Work a module runs in a helper process is named by a kind; [`helper_handler`]
+//! gives the job handler of each kind, for the `weir helper KIND` entry point.
 #![deny(missing_docs)]
 
 pub mod adblock;
@@ -45,6 +52,7 @@ pub mod compress;
 pub mod diagnostics;
 pub mod icap;
 pub mod preload;
+pub mod transcode;
 mod variant;
 
 #[cfg(test)]
@@ -52,7 +60,7 @@ use weir_api::ModuleContext;
 use weir_api::ModuleFactory;
 
 /// The factories of every built-in module, one per name: `empty`, `add-headers`,
-/// `body-copy`, `preload`, `adblock`, `compress` and `icap` (see the
+/// `body-copy`, `preload`, `adblock`, `compress`, `icap` and `transcode` (see the
 /// [crate documentation](crate)).
 pub fn builtin() -> Vec<Box<dyn ModuleFactory>> {
     vec![
@@ -63,7 +71,16 @@ pub fn builtin() -> Vec<Box<dyn ModuleFactory>> {
         Box::new(adblock::AdblockFactory),
         Box::new(compress::CompressFactory),
         Box::new(icap::IcapFactory),
+        Box::new(transcode::TranscodeFactory),
     ]
+}
+
+/// The job handler a helper process of this kind runs (`weir helper KIND`).
+pub fn helper_handler(kind: &str) -> Option<weir_helper::Handler> {
+    match kind {
+        transcode::HELPER_KIND => Some(transcode::helper_handler),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -83,7 +100,8 @@ mod tests {
                 "preload",
                 "adblock",
                 "compress",
-                "icap"
+                "icap",
+                "transcode"
             ]
         );
     }

@@ -40,12 +40,20 @@ enum Command {
         #[arg(short, long)]
         config: PathBuf,
     },
+    /// A helper process of the proxy (started by the proxy itself, with a Unix socket
+    /// as standard input): runs jobs of one kind.
+    #[command(hide = true)]
+    Helper {
+        /// The kind of job, e.g. `transcode`.
+        kind: String,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
     match cli.command {
+        Some(Command::Helper { kind }) => helper(&kind),
         None => run(Config::default(), None),
         Some(Command::Run { config: None }) => run(Config::default(), None),
         Some(Command::Run { config: Some(path) }) => match load(&path) {
@@ -65,6 +73,21 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+    }
+}
+
+/// A helper process's life: serve jobs until the proxy closes the socket.
+fn helper(kind: &str) -> ExitCode {
+    let Some(handler) = weir_modules::helper_handler(kind) else {
+        eprintln!("weir helper: no helper of kind `{kind}`");
+        return ExitCode::from(2);
+    };
+    match weir_helper::serve_stdin(handler) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weir helper {kind}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
