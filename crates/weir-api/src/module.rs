@@ -56,6 +56,16 @@ pub trait Module: Send + Sync + 'static {
         Flow::Continue
     }
 
+    /// Whether this module wants the whole request for this transaction; asked, after
+    /// every module's `on_request_headers`, of the modules that declared
+    /// [`Event::WholeRequest`](crate::Event::WholeRequest). When none does, the engine
+    /// does not read the body ahead and calls no `on_whole_request`. The default is
+    /// yes. Keep it cheap: it runs on every request.
+    fn wants_whole_request(&self, txn: &mut Txn, request: &RequestHead) -> bool {
+        let _ = (txn, request);
+        true
+    }
+
     /// The whole request, before the cache lookup (after every module's
     /// `on_request_headers`): change the head, replace the body (the engine fixes
     /// `Content-Length`), or answer with [`Flow::Respond`]. A request without a body
@@ -100,6 +110,17 @@ pub trait Module: Send + Sync + 'static {
     fn on_response_body<'a>(&'a self, txn: &'a mut Txn, chunk: &'a mut BodyChunk) -> Flow<'a> {
         let _ = (txn, chunk);
         Flow::Continue
+    }
+
+    /// Whether this module wants the whole response for this transaction; asked, after
+    /// every module's `on_response_headers`, of the modules that declared
+    /// [`Event::WholeResponse`](crate::Event::WholeResponse). When none does, the
+    /// engine streams the body as it comes and calls no `on_whole_response`: a
+    /// transcoder of images declines everything else, so text is not held back. The
+    /// default is yes.
+    fn wants_whole_response(&self, txn: &mut Txn, response: &ResponseHead) -> bool {
+        let _ = (txn, response);
+        true
     }
 
     /// The whole origin response, before its head is published and before it is

@@ -17,7 +17,7 @@ use crate::service::Engine;
 
 mod whole;
 pub(crate) use whole::{
-    hook_request_body, whole_request, whole_response, BodySource, RequestSlot, Whole,
+    hook_request_body, whole_request, whole_response, BodySource, RequestSlot, Whole, WholeRequest,
 };
 
 /// A transaction's module context, shared by the handler and the body it sends (the

@@ -234,9 +234,14 @@ pub(crate) enum Step<'a> {
 macro_rules! run_event {
     ($chain:expr, $event:expr, $txn:expr, $target:expr, $call:expr, $metrics:expr) => {{
         let chain: &$crate::modules::ModuleChain = $chain;
+        $crate::modules::run_event!(in chain.of($event), chain, $event, $txn, $target, $call, $metrics)
+    }};
+    // The modules in `$modules` only (a subset of the event's, in order).
+    (in $modules:expr, $chain:expr, $event:expr, $txn:expr, $target:expr, $call:expr, $metrics:expr) => {{
+        let chain: &$crate::modules::ModuleChain = $chain;
         let (event, metrics) = ($event, $metrics);
         'run: {
-            for &module in chain.of(event) {
+            for &module in $modules {
                 match chain.call(event, module, &mut *$txn, &mut *$target, $call, metrics) {
                     $crate::modules::Step::Next => {}
                     $crate::modules::Step::Done(decided) => break 'run decided,
@@ -374,6 +379,33 @@ impl ModuleChain {
         metrics.module_failed(&name);
         tracing::error!(module = %name, event = event.name(), "module failed: {}", panic_text(&panic));
         (!loaded.optional).then_some(Hook::Failed(name))
+    }
+
+    /// The modules of a whole-message event that want this transaction's message, in
+    /// order (`ask` is the module's `wants_whole_*`). `Err` when a module that is not
+    /// optional panicked while asked; an optional one that panics is left out.
+    pub fn choose(
+        &self,
+        event: Event,
+        txn: &mut Txn,
+        metrics: &Metrics,
+        mut ask: impl FnMut(&dyn Module, &mut Txn) -> bool,
+    ) -> Result<Vec<u16>, Hook> {
+        let mut chosen = Vec::new();
+        for &i in self.of(event) {
+            engine::set_current(txn, i as usize);
+            let module = &*self.modules[i as usize].module;
+            match guarded(|| ask(module, txn)) {
+                Ok(true) => chosen.push(i),
+                Ok(false) => {}
+                Err(panic) => {
+                    if let Some(hook) = self.failed(event, i as usize, panic, metrics) {
+                        return Err(hook);
+                    }
+                }
+            }
+        }
+        Ok(chosen)
     }
 
     /// Calls every module's `on_log`.

@@ -14,7 +14,7 @@ use crate::body::{ProxyBody, ReadAheadError, RequestBody};
 use crate::config::{LimitsConfig, ListenMode};
 use crate::error::ProxyError;
 use crate::headers::{self, MaxForwards};
-use crate::hooks::Whole;
+use crate::hooks::{Whole, WholeRequest};
 use crate::metrics::{CacheOutcome, ErrorKind, Metrics};
 use crate::modules::ModTxn;
 use crate::route::Router;
@@ -290,8 +290,9 @@ async fn transact(
         Some(m) if m.wants(Event::WholeRequest) => {
             let has_body = !body_is_empty(&parts, &body);
             match crate::hooks::whole_request(engine, m, &mut parts, body, has_body).await? {
-                Ok(read) => ClientBody::Read(read),
-                Err(reply) => return Ok(Served::module_reply(reply)),
+                WholeRequest::Body(read) => ClientBody::Read(read),
+                WholeRequest::Reply(reply) => return Ok(Served::module_reply(reply)),
+                WholeRequest::NotWanted(body) => ClientBody::Unread(body),
             }
         }
         _ => ClientBody::Unread(body),
@@ -405,6 +406,7 @@ pub(crate) async fn forward_hooked(
             Whole::Body(read) if read.complete => body = ProxyBody::full(read.data),
             Whole::Body(read) => body = ProxyBody::prefixed(read.data, body),
             Whole::Reply(reply) => return Ok(Served::module_reply(reply)),
+            Whole::NotWanted => {}
             Whole::Unreadable(e) => {
                 return Err(ProxyError::bad_gateway(format!(
                     "origin {} failed while sending the body: {e}",

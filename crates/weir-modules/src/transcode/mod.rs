@@ -144,9 +144,16 @@ pub struct Transcode {
     metrics: Arc<Metrics>,
 }
 
-/// This transaction's response is an image to transcode.
-#[derive(Default)]
-struct Candidate(bool);
+/// What became of a transcoding job.
+enum Transcoded {
+    /// The transcoded image.
+    Done(Format, Vec<u8>),
+    /// The original is the answer (not smaller, unsuitable, bad, too many pixels).
+    Kept,
+    /// No answer this time (queue full, timeout, no helper): the original passes, and
+    /// is not stored, so that a later request gets it transcoded.
+    Unavailable,
+}
 
 impl Transcode {
     /// A transcoder whose helpers run `command`.
@@ -206,8 +213,8 @@ impl Transcode {
         headers::media_type(&response.headers).is_some_and(|t| self.settings.types.contains(&t))
     }
 
-    /// Transcodes `image` in a helper; `None` (counted) keeps the original.
-    async fn run(&self, image: &[u8], webp: bool) -> Option<(Format, Vec<u8>)> {
+    /// Transcodes `image` in a helper; every outcome but `Done` is counted.
+    async fn run(&self, image: &[u8], webp: bool) -> Transcoded {
         let params = Params {
             webp,
             ..self.settings.params
@@ -215,7 +222,7 @@ impl Transcode {
         let m = &self.metrics;
         let Some(pool) = self.pool() else {
             m.helper_died.inc();
-            return None;
+            return Transcoded::Unavailable;
         };
         let answer = match pool.run(job::encode(&params, image)).await {
             Ok(answer) => job::decode_outcome(answer).map_err(JobError::Failed),
@@ -231,9 +238,10 @@ impl Transcode {
                     JobError::Failed(message) => {
                         tracing::warn!("transcode: job failed: {message}");
                         m.bad_image.inc();
+                        return Transcoded::Kept;
                     }
                 }
-                return None;
+                return Transcoded::Unavailable;
             }
         };
         match outcome {
@@ -241,25 +249,14 @@ impl Transcode {
                 m.done.inc();
                 m.bytes_in.add(image.len() as u64);
                 m.bytes_out.add(data.len() as u64);
-                Some((format, data))
+                return Transcoded::Done(format, data);
             }
-            Outcome::NotSmaller => {
-                m.not_smaller.inc();
-                None
-            }
-            Outcome::TooManyPixels => {
-                m.too_many_pixels.inc();
-                None
-            }
-            Outcome::Unsuitable => {
-                m.unsuitable.inc();
-                None
-            }
-            Outcome::BadImage(_) => {
-                m.bad_image.inc();
-                None
-            }
+            Outcome::NotSmaller => m.not_smaller.inc(),
+            Outcome::TooManyPixels => m.too_many_pixels.inc(),
+            Outcome::Unsuitable => m.unsuitable.inc(),
+            Outcome::BadImage(_) => m.bad_image.inc(),
         }
+        Transcoded::Kept
     }
 }
 
@@ -294,7 +291,6 @@ impl Module for Transcode {
         Events::of(&[
             Event::RequestHeaders,
             Event::UpstreamRequest,
-            Event::ResponseHeaders,
             Event::WholeResponse,
             Event::DeliverHeaders,
         ])
@@ -330,21 +326,14 @@ impl Module for Transcode {
         Flow::Continue
     }
 
-    fn on_response_headers<'a>(
-        &'a self,
-        txn: &'a mut Txn,
-        response: &'a mut ResponseHead,
-    ) -> Flow<'a> {
+    /// Only images it transcodes are held back whole; everything else streams.
+    fn wants_whole_response(&self, _txn: &mut Txn, response: &ResponseHead) -> bool {
         let h = &response.headers;
-        if response.status == StatusCode::OK
+        response.status == StatusCode::OK
             && self.listed(response)
             && !h.contains_key(header::CONTENT_ENCODING)
             && !h.contains_key(header::CONTENT_RANGE)
             && !headers::no_transform(h)
-        {
-            txn.state::<Candidate>().0 = true;
-        }
-        Flow::Continue
     }
 
     fn on_whole_response<'a>(
@@ -353,13 +342,15 @@ impl Module for Transcode {
         response: &'a mut ResponseHead,
         body: &'a mut WholeBody,
     ) -> Flow<'a> {
-        if !txn.state::<Candidate>().0 || body.truncated || body.data.is_empty() {
+        if body.truncated || body.data.is_empty() {
             return Flow::Continue;
         }
         let webp = Self::wants_webp(txn);
         Flow::wait(async move {
-            if let Some((format, data)) = self.run(&body.data, webp).await {
-                replace(response, body, format, data);
+            match self.run(&body.data, webp).await {
+                Transcoded::Done(format, data) => replace(response, body, format, data),
+                Transcoded::Kept => {}
+                Transcoded::Unavailable => txn.cache().skip = true,
             }
             Decision::Continue
         })

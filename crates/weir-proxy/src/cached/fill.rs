@@ -199,6 +199,7 @@ impl Fetch {
             match whole {
                 Ok(hooks::Whole::Body(read)) => collected = Some(read),
                 Ok(hooks::Whole::Reply(reply)) => return self.publish_reply(reply).await,
+                Ok(hooks::Whole::NotWanted) => {}
                 Ok(hooks::Whole::Unreadable(_)) => {
                     let reason = format!("origin {} failed while sending the body", self.origin);
                     return self.fail(ProxyError::bad_gateway(reason));
@@ -218,7 +219,14 @@ impl Fetch {
         }
         let declared_too_big =
             headers::content_length(&parts.headers).is_some_and(|n| n > max_object);
+        // `skip` set by a module in this fill (at response headers or on the whole
+        // response): serve it, do not store it.
+        let skipped = self
+            .txn
+            .as_ref()
+            .is_some_and(|t| t.txn.cache_overrides().skip);
         let mut storing = policy.is_worth_storing(now)
+            && !skipped
             && !declared_too_big
             && parts.status != StatusCode::PARTIAL_CONTENT
             && !parts

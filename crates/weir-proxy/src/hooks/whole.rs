@@ -116,6 +116,24 @@ pub(crate) enum Whole<B> {
     Reply(Box<Reply>),
     /// The body could not be read; the message is lost.
     Unreadable(B),
+    /// No module wanted this message whole: nothing was read.
+    NotWanted,
+}
+
+/// What the whole-request event decided.
+pub(crate) enum WholeRequest {
+    /// The body to forward: what was read, then the rest.
+    Body(RequestBody),
+    /// A module answered instead.
+    Reply(Box<Reply>),
+    /// No module wanted this request whole: its body, unread.
+    NotWanted(Incoming),
+}
+
+/// `decide` turns every failing hook into an error; this is never used.
+#[cold]
+fn failed_unknown() -> ProxyError {
+    super::failed(String::from("(unknown)"))
 }
 
 /// Sets the framing of a body a whole-message event changed: its exact length, and a
@@ -136,6 +154,15 @@ pub(crate) async fn whole_response(
     head: &mut response::Parts,
     source: &mut impl BodySource,
 ) -> Result<Whole<BoxError>, ProxyError> {
+    let ModTxn { chain, txn } = m;
+    let chosen = chain
+        .choose(Event::WholeResponse, txn, &engine.metrics, |module, txn| {
+            module.wants_whole_response(txn, head)
+        })
+        .map_err(|hook| decide(hook).err().unwrap_or_else(failed_unknown))?;
+    if chosen.is_empty() {
+        return Ok(Whole::NotWanted);
+    }
     let collected = match collect(source, engine.limits.module_body.0).await {
         Ok(c) => c,
         Err(e) => return Ok(Whole::Unreadable(e)),
@@ -149,8 +176,8 @@ pub(crate) async fn whole_response(
             truncated: !collected.complete,
         },
     );
-    let ModTxn { chain, txn } = m;
     let hook = run_event!(
+        in &chosen,
         chain,
         Event::WholeResponse,
         txn,
@@ -187,7 +214,16 @@ pub(crate) async fn whole_request(
     head: &mut request::Parts,
     mut body: Incoming,
     has_body: bool,
-) -> Result<Result<RequestBody, Box<Reply>>, ProxyError> {
+) -> Result<WholeRequest, ProxyError> {
+    let ModTxn { chain, txn } = m;
+    let chosen = chain
+        .choose(Event::WholeRequest, txn, &engine.metrics, |module, txn| {
+            module.wants_whole_request(txn, head)
+        })
+        .map_err(|hook| decide(hook).err().unwrap_or_else(failed_unknown))?;
+    if chosen.is_empty() {
+        return Ok(WholeRequest::NotWanted(body));
+    }
     let max_body = engine.limits.max_request_body.0;
     let limit = engine.limits.module_body.0.min(max_body);
     let collected = if has_body {
@@ -212,8 +248,8 @@ pub(crate) async fn whole_request(
             truncated: !collected.complete,
         },
     );
-    let ModTxn { chain, txn } = m;
     let hook = run_event!(
+        in &chosen,
         chain,
         Event::WholeRequest,
         txn,
@@ -224,11 +260,11 @@ pub(crate) async fn whole_request(
     let (new_head, whole) = target;
     *head = new_head;
     if let Some(reply) = decide(hook)? {
-        return Ok(Err(reply));
+        return Ok(WholeRequest::Reply(reply));
     }
     if !collected.complete {
         let remaining = max_body - original.len() as u64;
-        return Ok(Ok(RequestBody::Client {
+        return Ok(WholeRequest::Body(RequestBody::Client {
             read_ahead: VecDeque::from([original]),
             inner: body,
             remaining,
@@ -240,7 +276,7 @@ pub(crate) async fn whole_request(
         body_changed(&mut head.headers, whole.data.len(), false);
         whole.data
     };
-    Ok(Ok(if data.is_empty() && !has_body {
+    Ok(WholeRequest::Body(if data.is_empty() && !has_body {
         RequestBody::Empty
     } else {
         RequestBody::Buffered(Some(data))
