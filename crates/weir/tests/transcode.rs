@@ -237,6 +237,11 @@ async fn a_killed_helper_means_originals_pass_until_it_is_restarted() {
     let r = get(&client, &proxy.reverse_url("/photo-3.jpg"), &[]).await;
     assert!(r.body.len() < photo().len(), "transcoded again");
     assert_eq!(counter(&proxy, "done"), 2.0);
+    // The original passed while no helper ran was not stored: asked again, the image
+    // comes transcoded.
+    let r = get(&client, &proxy.reverse_url("/photo-2.jpg"), &[]).await;
+    assert!(r.body.len() < photo().len(), "transcoded on the second request");
+    assert_eq!(counter(&proxy, "done"), 3.0);
 }
 
 #[tokio::test]
