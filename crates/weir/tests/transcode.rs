@@ -240,7 +240,10 @@ async fn a_killed_helper_means_originals_pass_until_it_is_restarted() {
     // The original passed while no helper ran was not stored: asked again, the image
     // comes transcoded.
     let r = get(&client, &proxy.reverse_url("/photo-2.jpg"), &[]).await;
-    assert!(r.body.len() < photo().len(), "transcoded on the second request");
+    assert!(
+        r.body.len() < photo().len(),
+        "transcoded on the second request"
+    );
     assert_eq!(counter(&proxy, "done"), 3.0);
 }
 
