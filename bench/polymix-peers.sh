@@ -107,7 +107,7 @@ warn_if_busy
 pick_port_range() {
     local base p ok
     for _ in $(seq 50); do
-        base=$(( 20000 + RANDOM % 20000 )); ok=1
+        base=$(( 20000 + RANDOM % 12000 )); ok=1  # below the ephemeral range, as pick_port
         for p in $(seq "$base" $(( base + SERVERS - 1 ))); do
             port_free "$p" || { ok=0; break; }
         done
@@ -190,6 +190,8 @@ start_proxy() {
             ;;
         nginx)
             conf="$(render nginx.conf.in "$port")"
+            # Its cache is on disk: a new start must not find the last round's.
+            rm -rf "$TMP/nginx-cache"
             mkdir -p "$TMP/nginx-cache"
             nginx -c "$conf" -e "$TMP/nginx-error.log" 2>>"$TMP/nginx-error.log" &
             pid=$!
