@@ -28,7 +28,7 @@ enum Command {
     /// Blocking (HTTP/1.1 pool) vs correlated (HTTP/2) dispatch to one slow origin:
     /// a burst of concurrent misses and a run of sequential misses through Weir.
     Dispatcher(dispatcher::Args),
-    /// A PolyMix-style workload through a forward proxy: many virtual origin servers,
+    /// A PolyMix-style workload through a forward or reverse proxy: many virtual origin servers,
     /// realistic content and popularity, open-loop load; hit ratios, hit and miss
     /// times, requests per CPU-second of the proxy; Markdown, JSON and SVG report.
     Polymix(polymix::Args),

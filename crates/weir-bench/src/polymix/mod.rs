@@ -1,5 +1,6 @@
 //! `weir-bench polymix`: a PolyMix-style workload (Web Polygraph's PolyMix-4, scaled
-//! down to a short run on one machine) through a forward proxy.
+//! down to a short run on one machine) through a forward proxy, or a reverse proxy
+//! that routes each virtual server's host name to its port (`--reverse`).
 //!
 //! The origin simulator serves many virtual servers on loopback; the client offers an
 //! open-loop load (fill phase, then plateau) through the proxy; the report sets the
@@ -33,7 +34,8 @@ use report::RunInfo;
 /// Options of `weir-bench polymix`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// A forward proxy to measure, host:port on loopback (e.g. 127.0.0.1:3128).
+    /// The proxy to measure, host:port on loopback (e.g. 127.0.0.1:3128): a forward
+    /// proxy, or with --reverse a reverse proxy.
     #[arg(long, conflicts_with = "weir", required_unless_present = "weir")]
     proxy: Option<SocketAddr>,
     /// Process ids of the proxy given by --proxy (repeat for several processes), for
