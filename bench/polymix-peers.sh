@@ -138,25 +138,26 @@ render() {
 # ATS reads its whole configuration directory: Debian's, with ours over it, under a
 # run root of its own (the package's binaries and plugins, our directories).
 setup_trafficserver() {
-    local port="$1" dir="$TMP/ats" f sysconf
+    local port="$1" dir="$TMP/ats" f layout
     rm -rf "$dir" "$TMP/ats-cache"
     mkdir -p "$dir/etc" "$dir/var" "$dir/run" "$dir/log" "$dir/cache" "$TMP/ats-cache"
-    sysconf="$(traffic_layout info 2>/dev/null | awk '$1 == "SYSCONFDIR:" { print $2 }')"
-    [ -d "$sysconf" ] && cp -r "$sysconf/." "$dir/etc/"
+    # Where the package put things (PREFIX:, SYSCONFDIR:, ... one a line).
+    layout() { traffic_layout info 2>/dev/null | awk -v k="$1:" '$1 == k { print $2 }'; }
+    [ -d "$(layout SYSCONFDIR)" ] && cp -r "$(layout SYSCONFDIR)/." "$dir/etc/"
     for f in records.config storage.config remap.config plugin.config; do
         render "trafficserver/$f.in" "$port" "$dir/etc/$f" >/dev/null
     done
     cp "$ROOT/bench/polymix/trafficserver/cache-status.conf" "$dir/etc/"
     cat >"$dir/runroot.yaml" <<YAML
 prefix: $dir
-exec_prefix: /usr
-bindir: $(dirname "$(command -v traffic_server)")
-sbindir: $(dirname "$(command -v traffic_server)")
+exec_prefix: $(layout PREFIX)
+bindir: $(layout BINDIR)
+sbindir: $(layout BINDIR)
 sysconfdir: $dir/etc
-datadir: /usr/share/trafficserver
-includedir: /usr/include
-libdir: /usr/lib/trafficserver
-libexecdir: $(traffic_layout info 2>/dev/null | awk '$1 == "PLUGINDIR:" { print $2 }')
+datadir: $(layout PREFIX)/share/trafficserver
+includedir: $(layout INCLUDEDIR)
+libdir: $(layout LIBDIR)
+libexecdir: $(layout PLUGINDIR)
 localstatedir: $dir/var
 runtimedir: $dir/run
 logdir: $dir/log
