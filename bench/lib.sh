@@ -88,8 +88,11 @@ port_free() {
     # Nothing may answer on it either.
     ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null
 }
+# Ports are taken below 32768, where Linux's ephemeral range starts: under load the
+# proxies' own outgoing connections use thousands of those, and one of them can take a
+# port between the check and the bind.
 pick_port() {
-    local p=$(( 20000 + RANDOM % 20000 ))
+    local p=$(( 20000 + RANDOM % 12000 ))
     for _ in $(seq 200); do
         if port_free "$p"; then echo "$p"; return 0; fi
         p=$(( p + 1 ))

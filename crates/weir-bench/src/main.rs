@@ -4,6 +4,7 @@
 
 mod cpu;
 mod dispatcher;
+mod modules;
 mod origin;
 mod polymix;
 mod stats;
@@ -27,10 +28,14 @@ enum Command {
     /// Blocking (HTTP/1.1 pool) vs correlated (HTTP/2) dispatch to one slow origin:
     /// a burst of concurrent misses and a run of sequential misses through Weir.
     Dispatcher(dispatcher::Args),
-    /// A PolyMix-style workload through a forward proxy: many virtual origin servers,
+    /// A PolyMix-style workload through a forward or reverse proxy: many virtual origin servers,
     /// realistic content and popularity, open-loop load; hit ratios, hit and miss
     /// times, requests per CPU-second of the proxy; Markdown, JSON and SVG report.
     Polymix(polymix::Args),
+    /// Content-adaptation modules under load: a PolyMix-style background through a
+    /// Weir with modules, alone and with a side load the modules adapt (fixed rate,
+    /// full demand); the background's hit and miss times and the side load's rate.
+    Modules(modules::Args),
 }
 
 fn main() {
@@ -38,6 +43,7 @@ fn main() {
     let result = match cli.command {
         Command::Dispatcher(args) => dispatcher::run(args),
         Command::Polymix(args) => polymix::run(args),
+        Command::Modules(args) => modules::run(args),
     };
     if let Err(e) = result {
         eprintln!("weir-bench: {e}");

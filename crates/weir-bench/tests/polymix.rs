@@ -151,6 +151,105 @@ fn a_short_run_through_weir_agrees_with_the_origin() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// A base port with `n` free ports from it on (free when looked at). Taken below
+/// Linux's ephemeral range (32768 on), where the ports that other tests running at the
+/// same time get from the kernel (and the one the unreachable-proxy test expects to
+/// stay closed) are not.
+fn free_port_range(n: u16) -> u16 {
+    let seed = std::process::id() as u64
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos() as u64;
+    for i in 0..200u64 {
+        let base = 20_000 + ((seed.wrapping_mul(2654435761) + i * 97) % 12_000) as u16;
+        if (base..base + n).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok()) {
+            return base;
+        }
+    }
+    panic!("no {n} consecutive free ports");
+}
+
+#[test]
+fn a_reverse_run_routes_each_virtual_host_to_its_fixed_port() {
+    let out = temp_dir("reverse");
+    let weir = weir_binary();
+    let base = free_port_range(4);
+    let child = spawn(
+        &[
+            "--weir",
+            "--weir-binary",
+            weir.to_str().unwrap(),
+            "--reverse",
+            "--origin-base-port",
+            &base.to_string(),
+            "--rate",
+            "60",
+            "--fill-secs",
+            "1",
+            "--plateau-secs",
+            "2",
+            "--servers",
+            "4",
+            "--max-secs",
+            "15",
+        ],
+        &out,
+    );
+    let (output, _) = finish(child, Duration::from_secs(40));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let r = report(&out);
+    assert_eq!(r["status"], "complete");
+    assert!(
+        r["proxy"].as_str().unwrap().contains("reverse"),
+        "{}",
+        r["proxy"]
+    );
+    let w = &r["whole"];
+    assert!(n(w, "sent") > 80, "{}", w["sent"]);
+    assert_eq!(n(w, "errors"), 0, "{}", r["errors"]);
+    // A request routed to the wrong server would be a 404 counted here.
+    assert_eq!(n(&r, "origin_unknown_requests"), 0);
+    assert_eq!(
+        n(w, "origin.requests"),
+        n(w, "outcomes.miss") + n(w, "outcomes.validation")
+    );
+    assert!(n(w, "outcomes.hit") > 0, "{}", w["outcomes"]);
+    // Weir's config names the fixed ports it was given.
+    let config = std::fs::read_to_string(out.join("weir.toml")).unwrap();
+    for (i, port) in (base..base + 4).enumerate() {
+        assert!(
+            config.contains(&format!(
+                "host = \"s{i}.polymix.test\"\norigin = \"http://127.0.0.1:{port}\""
+            )),
+            "{config}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn an_origin_base_port_out_of_range_is_refused() {
+    let out = temp_dir("ports");
+    let child = spawn(
+        &[
+            "--proxy",
+            "127.0.0.1:9",
+            "--origin-base-port",
+            "65530",
+            "--reverse",
+        ],
+        &out,
+    );
+    let (output, took) = finish(child, Duration::from_secs(10));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("--origin-base-port 65530"), "{stderr}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 #[test]
 fn an_unreachable_proxy_stops_at_once_with_a_report() {
     let out = temp_dir("unreachable");

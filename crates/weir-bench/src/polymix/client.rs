@@ -84,6 +84,15 @@ pub struct Plan {
     pub plateau: Duration,
     pub max_connections: usize,
     pub request_timeout: Duration,
+    /// Reverse mode: origin-form requests whose Host names the virtual server
+    /// ([`virtual_host`]), for a reverse proxy that routes each host to its backend.
+    pub reverse: bool,
+}
+
+/// The host name of virtual server `server` in reverse mode. Only the proxy's
+/// configuration maps it to the server's port; nothing resolves it.
+pub fn virtual_host(server: usize) -> String {
+    format!("s{server}.polymix.test")
 }
 
 /// What the client saw, shared with the progress line while running.
@@ -146,7 +155,12 @@ pub async fn run(model: &Model, plan: &Plan, live: Arc<Live>, start: Instant) {
         }
         let (id, _) = stream.next_request();
         let object = model.object(id);
-        let url = format!("http://{}{}", plan.origins[object.server], object.path());
+        let (target, host) = if plan.reverse {
+            (object.path(), virtual_host(object.server))
+        } else {
+            let authority = plan.origins[object.server].to_string();
+            (format!("http://{authority}{}", object.path()), authority)
+        };
         let phase = if t < plan.fill.as_secs_f64() {
             Phase::Fill
         } else {
@@ -157,7 +171,7 @@ pub async fn run(model: &Model, plan: &Plan, live: Arc<Live>, start: Instant) {
         // Reap finished tasks as we go so that the set stays small.
         while tasks.try_join_next().is_some() {}
         tasks.spawn(async move {
-            let result = tokio::time::timeout(timeout, fetch(&pool, &live, &url))
+            let result = tokio::time::timeout(timeout, fetch(&pool, &live, &target, &host))
                 .await
                 .unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")));
             let latency = at.elapsed();
@@ -218,22 +232,20 @@ struct Fetched {
     stored_copy: bool,
 }
 
-async fn fetch(pool: &Pool, live: &Live, url: &str) -> Result<Fetched, String> {
+/// Sends GET `target` (an absolute URL in forward mode, a path in reverse mode) with
+/// `Host: host`.
+async fn fetch(pool: &Pool, live: &Live, target: &str, host: &str) -> Result<Fetched, String> {
     let _permit = pool.permits.acquire().await.map_err(|e| e.to_string())?;
     let mut idle = pool.idle.lock().unwrap().pop();
-    let authority = url
-        .strip_prefix("http://")
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_default();
     let (resp, sender) = loop {
         let reused = idle.is_some();
         let mut sender = match idle.take() {
             Some(s) => s,
             None => connect(pool, live).await?,
         };
-        // Absolute form: the proxy is used in forward mode and routes by the URL.
-        let req = http::Request::get(url)
-            .header(http::header::HOST, authority)
+        // Forward mode routes by the absolute URL, reverse mode by the Host header.
+        let req = http::Request::get(target)
+            .header(http::header::HOST, host)
             .body(Empty::new())
             .map_err(|e| e.to_string())?;
         match sender.send_request(req).await {

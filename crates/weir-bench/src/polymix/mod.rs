@@ -1,5 +1,6 @@
 //! `weir-bench polymix`: a PolyMix-style workload (Web Polygraph's PolyMix-4, scaled
-//! down to a short run on one machine) through a forward proxy.
+//! down to a short run on one machine) through a forward proxy, or a reverse proxy
+//! that routes each virtual server's host name to its port (`--reverse`).
 //!
 //! The origin simulator serves many virtual servers on loopback; the client offers an
 //! open-loop load (fill phase, then plateau) through the proxy; the report sets the
@@ -8,10 +9,10 @@
 //! proxy. Everything is bounded by a global deadline; Ctrl-C, an unreachable proxy
 //! or one that answers garbage end the run early with a partial report.
 
-mod client;
-mod model;
-mod origin;
-mod report;
+pub(crate) mod client;
+pub(crate) mod model;
+pub(crate) mod origin;
+pub(crate) mod report;
 mod svg;
 
 use std::io::IsTerminal;
@@ -33,7 +34,8 @@ use report::RunInfo;
 /// Options of `weir-bench polymix`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// A forward proxy to measure, host:port on loopback (e.g. 127.0.0.1:3128).
+    /// The proxy to measure, host:port on loopback (e.g. 127.0.0.1:3128): a forward
+    /// proxy, or with --reverse a reverse proxy.
     #[arg(long, conflicts_with = "weir", required_unless_present = "weir")]
     proxy: Option<SocketAddr>,
     /// Process ids of the proxy given by --proxy (repeat for several processes), for
@@ -74,6 +76,16 @@ pub struct Args {
     /// Seed of the content and the request stream.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Reverse mode: send origin-form requests (`GET /path`) whose Host header names
+    /// the virtual server (`s0.polymix.test`, `s1.polymix.test`, ...), for a reverse
+    /// proxy that routes each host to its backend (see --origin-base-port). With
+    /// --weir, Weir gets a reverse listener with one route per server.
+    #[arg(long)]
+    reverse: bool,
+    /// Listen with virtual server N on 127.0.0.1:(this port + N), so that a reverse
+    /// proxy's configuration can name its backends (default: ephemeral ports).
+    #[arg(long)]
+    origin_base_port: Option<u16>,
     /// One request's bound, in seconds.
     #[arg(long, default_value_t = 10.0)]
     request_timeout_secs: f64,
@@ -122,17 +134,23 @@ pub fn run(args: Args) -> Result<(), String> {
             catch(SignalKind::terminate())?,
         )
     };
+    let ports = args
+        .origin_base_port
+        .map(|base| origin::origin_ports(base, args.servers))
+        .transpose()?;
+    let model = Model::new(args.seed, args.servers);
+    // The origin starts first: Weir's reverse routes name its ports.
+    let origin = runtime.block_on(Origin::start(
+        model.clone(),
+        args.delay_scale,
+        ports.as_deref(),
+    ))?;
     // Weir is a child process: started here, killed when `weir` drops at the end.
     let weir = if args.weir {
         let binary = args.weir_binary.clone().unwrap_or_else(default_binary);
         let binary = std::fs::canonicalize(&binary)
             .map_err(|e| format!("the weir binary {}: {e}", binary.display()))?;
-        let config = format!(
-            "[server]\nworkers = {}\n\n[admin]\nlisten = \"off\"\n\n\
-             [cache]\nmemory = \"{}\"\ndisk = \"off\"\n\n[log]\naccess = \"off\"\n\n\
-             [[listen]]\naddr = \"{{LISTEN}}\"\nmode = \"forward\"\n",
-            args.workers, args.cache_memory
-        );
+        let config = weir_config(&args, &origin.addrs);
         Some(WeirProcess::start(&binary, &out, &config)?)
     } else {
         None
@@ -142,23 +160,60 @@ pub fn run(args: Args) -> Result<(), String> {
         (None, Some(p)) => (p, args.proxy_pid.clone(), p.to_string()),
         (None, None) => return Err("give --proxy ADDR or --weir".into()),
     };
-    let result = runtime.block_on(run_load(&args, proxy, &pids, name, &out, signals));
+    let name = if args.reverse {
+        format!("{name}, reverse")
+    } else {
+        name
+    };
+    let result = runtime.block_on(run_load(
+        &args, model, origin, proxy, &pids, name, &out, signals,
+    ));
     drop(weir);
     // Tasks still blocked on a dead proxy must not hold the process.
     runtime.shutdown_timeout(Duration::from_secs(1));
     result
 }
 
+/// Weir's configuration for --weir: a memory cache only, no access log, and a forward
+/// listener, or with --reverse a reverse listener routing each virtual host to its
+/// server.
+fn weir_config(args: &Args, origins: &[SocketAddr]) -> String {
+    let mut config = format!(
+        "[server]\nworkers = {}\n\n[admin]\nlisten = \"off\"\n\n\
+         [cache]\nmemory = \"{}\"\ndisk = \"off\"\n\n[log]\naccess = \"off\"\n\n\
+         [[listen]]\naddr = \"{{LISTEN}}\"\n",
+        args.workers, args.cache_memory
+    );
+    if !args.reverse {
+        config.push_str("mode = \"forward\"\n");
+        return config;
+    }
+    // Requests for a host no route names go to server 0, which answers 404 for
+    // objects it does not have: they show up as errors, not as wrong hits.
+    config.push_str(&format!(
+        "mode = \"reverse\"\norigin = \"http://{}\"\n",
+        origins[0]
+    ));
+    for (server, addr) in origins.iter().enumerate() {
+        config.push_str(&format!(
+            "\n[[listen.route]]\nhost = \"{}\"\norigin = \"http://{addr}\"\n",
+            client::virtual_host(server)
+        ));
+    }
+    config
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn run_load(
     args: &Args,
+    model: Model,
+    origin: Origin,
     proxy: SocketAddr,
     pids: &[u32],
     name: String,
     out: &std::path::Path,
     (mut sigint, mut sigterm): (Signal, Signal),
 ) -> Result<(), String> {
-    let model = Model::new(args.seed, args.servers);
-    let origin = Origin::start(model.clone(), args.delay_scale).await?;
     let plan = Plan {
         proxy,
         origins: origin.addrs.clone(),
@@ -167,6 +222,7 @@ async fn run_load(
         plateau: Duration::from_secs_f64(args.plateau_secs),
         max_connections: args.connections.max(1),
         request_timeout: Duration::from_secs_f64(args.request_timeout_secs),
+        reverse: args.reverse,
     };
     let total = args.fill_secs + args.plateau_secs;
     let deadline = Duration::from_secs_f64(args.max_secs.unwrap_or(total + 30.0));

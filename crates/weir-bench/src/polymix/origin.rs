@@ -76,8 +76,14 @@ pub struct Origin {
 }
 
 impl Origin {
-    /// Starts `model.servers` listeners on 127.0.0.1 (ephemeral ports).
-    pub async fn start(model: Model, delay_scale: f64) -> Result<Origin, String> {
+    /// Starts `model.servers` listeners on 127.0.0.1: on `ports` when given (one per
+    /// server, for a reverse proxy configured with fixed backends), else on ephemeral
+    /// ports.
+    pub async fn start(
+        model: Model,
+        delay_scale: f64,
+        ports: Option<&[u16]>,
+    ) -> Result<Origin, String> {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_err(|e| e.to_string())?;
@@ -94,9 +100,10 @@ impl Origin {
         });
         let mut addrs = Vec::new();
         for server in 0..state.model.servers {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            let port = ports.map_or(0, |p| p[server]);
+            let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
                 .await
-                .map_err(|e| format!("origin: {e}"))?;
+                .map_err(|e| format!("origin server {server} on 127.0.0.1:{port}: {e}"))?;
             addrs.push(listener.local_addr().map_err(|e| e.to_string())?);
             let state = state.clone();
             tokio::spawn(async move {
@@ -234,7 +241,33 @@ fn value(s: &str) -> HeaderValue {
     HeaderValue::from_str(s).expect("generated header values are visible ASCII")
 }
 
+/// The ports of `servers` virtual servers from `base` on, one each; an error when the
+/// range does not fit in the port numbers.
+pub fn origin_ports(base: u16, servers: usize) -> Result<Vec<u16>, String> {
+    let last = base as usize + servers.saturating_sub(1);
+    if base == 0 || last > u16::MAX as usize {
+        return Err(format!(
+            "--origin-base-port {base}: {servers} servers need ports {base}..={last}, \
+             within 1..=65535"
+        ));
+    }
+    Ok((0..servers).map(|i| base + i as u16).collect())
+}
+
 /// The classes in report order, with their counters.
 pub fn by_class(counts: &[Counts; 4]) -> impl Iterator<Item = (Class, Counts)> + '_ {
     Class::ALL.iter().map(|c| (*c, counts[c.index()]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin_ports;
+
+    #[test]
+    fn origin_ports_follow_the_base_and_must_fit() {
+        assert_eq!(origin_ports(20000, 3).unwrap(), vec![20000, 20001, 20002]);
+        assert_eq!(origin_ports(65534, 2).unwrap(), vec![65534, 65535]);
+        assert!(origin_ports(65535, 2).unwrap_err().contains("65535"));
+        assert!(origin_ports(0, 4).is_err());
+    }
 }
