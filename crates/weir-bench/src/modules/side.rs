@@ -80,7 +80,7 @@ pub fn request(
     match kind {
         // Half ad images (EasyList: `/ad/image/*$image`, answered with a blank image),
         // half pages the lists let through to the origin.
-        Kind::Adblock if n % 2 == 0 => (
+        Kind::Adblock if n.is_multiple_of(2) => (
             format!("http://{origin}/ad/image/{n}.gif"),
             vec![("accept", "image/avif,image/webp,*/*")],
         ),

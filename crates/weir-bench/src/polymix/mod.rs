@@ -417,7 +417,7 @@ fn progress(live: &Live, t: f64, fill: f64, total: f64, tty: bool) {
     );
     if tty {
         eprint!("\r{line}   ");
-    } else if (t as u64) % 10 == 0 {
+    } else if (t as u64).is_multiple_of(10) {
         eprintln!("{line}");
     }
 }
