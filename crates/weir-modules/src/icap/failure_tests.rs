@@ -216,7 +216,10 @@ async fn a_reused_connection_closed_under_a_request_is_retried_once() {
         if r.method == "OPTIONS" {
             return vec![Step::Send(options_answer("RESPMOD", "t1", ""))];
         }
-        if seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) % 2 == 0 {
+        if seen
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            .is_multiple_of(2)
+        {
             vec![Step::Close]
         } else {
             vec![Step::Send(unmodified_answer("t1"))]
