@@ -382,15 +382,15 @@ impl ModuleChain {
     }
 
     /// The modules of a whole-message event that want this transaction's message, in
-    /// order (`ask` is the module's `wants_whole_*`). `Err` when a module that is not
-    /// optional panicked while asked; an optional one that panics is left out.
+    /// order (`ask` is the module's `wants_whole_*`). `Err(name)` when a module that is
+    /// not optional panicked while asked; an optional one that panics is left out.
     pub fn choose(
         &self,
         event: Event,
         txn: &mut Txn,
         metrics: &Metrics,
         mut ask: impl FnMut(&dyn Module, &mut Txn) -> bool,
-    ) -> Result<Vec<u16>, Hook> {
+    ) -> Result<Vec<u16>, String> {
         let mut chosen = Vec::new();
         for &i in self.of(event) {
             engine::set_current(txn, i as usize);
@@ -399,8 +399,9 @@ impl ModuleChain {
                 Ok(true) => chosen.push(i),
                 Ok(false) => {}
                 Err(panic) => {
-                    if let Some(hook) = self.failed(event, i as usize, panic, metrics) {
-                        return Err(hook);
+                    if let Some(Hook::Failed(name)) = self.failed(event, i as usize, panic, metrics)
+                    {
+                        return Err(name);
                     }
                 }
             }

@@ -450,3 +450,42 @@ async fn skip_set_in_a_fill_keeps_the_response_out_of_the_cache() {
     assert_eq!(origin.count("/busy.img"), 2, "not stored, so asked again");
     weir.stop().await;
 }
+
+/// Panics when asked whether it wants a response whole.
+struct PanicsWhenAsked;
+
+impl Module for PanicsWhenAsked {
+    fn name(&self) -> &str {
+        "panics-when-asked"
+    }
+
+    fn events(&self) -> Events {
+        Events::of(&[Event::WholeResponse])
+    }
+
+    fn wants_whole_response(&self, _txn: &mut Txn, _response: &ResponseHead) -> bool {
+        panic!("asked and panicked")
+    }
+}
+
+#[tokio::test]
+async fn a_module_that_panics_when_asked_fails_only_its_transaction_or_is_passed_by() {
+    let origin = TestOrigin::start();
+    origin.route("/page", Reply::ok("page"));
+    let weir = Setup::new(&origin)
+        .module("panics-when-asked", PanicsWhenAsked)
+        .start()
+        .await;
+    let got = weir.get("/page").await;
+    assert_eq!(got.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(got.text().contains("panics-when-asked"), "{}", got.text());
+    weir.stop().await;
+
+    let weir = Setup::new(&origin)
+        .module_with("panics-when-asked", PanicsWhenAsked, "optional = true")
+        .start()
+        .await;
+    let got = weir.get("/page").await;
+    assert_eq!((got.status, got.text().as_str()), (StatusCode::OK, "page"));
+    weir.stop().await;
+}

@@ -130,12 +130,6 @@ pub(crate) enum WholeRequest {
     NotWanted(Incoming),
 }
 
-/// `decide` turns every failing hook into an error; this is never used.
-#[cold]
-fn failed_unknown() -> ProxyError {
-    super::failed(String::from("(unknown)"))
-}
-
 /// Sets the framing of a body a whole-message event changed: its exact length, and a
 /// weak ETag (the bytes are no longer the ones the origin tagged).
 fn body_changed(headers: &mut HeaderMap, len: usize, length_may_change_later: bool) {
@@ -159,7 +153,7 @@ pub(crate) async fn whole_response(
         .choose(Event::WholeResponse, txn, &engine.metrics, |module, txn| {
             module.wants_whole_response(txn, head)
         })
-        .map_err(|hook| decide(hook).err().unwrap_or_else(failed_unknown))?;
+        .map_err(super::failed)?;
     if chosen.is_empty() {
         return Ok(Whole::NotWanted);
     }
@@ -220,7 +214,7 @@ pub(crate) async fn whole_request(
         .choose(Event::WholeRequest, txn, &engine.metrics, |module, txn| {
             module.wants_whole_request(txn, head)
         })
-        .map_err(|hook| decide(hook).err().unwrap_or_else(failed_unknown))?;
+        .map_err(super::failed)?;
     if chosen.is_empty() {
         return Ok(WholeRequest::NotWanted(body));
     }
