@@ -140,6 +140,33 @@ fn body_changed(headers: &mut HeaderMap, len: usize, length_may_change_later: bo
     }
 }
 
+/// Runs a whole-message event on the modules `chosen`, lending them `head` (an `empty`
+/// one stands in meanwhile) with the `collected` body. Returns a module's reply, if
+/// any, and the body as the modules left it.
+#[allow(clippy::too_many_arguments)]
+async fn run_whole<H: Send>(
+    engine: &Engine,
+    chain: &crate::modules::ModuleChain,
+    txn: &mut weir_api::Txn,
+    chosen: &[u16],
+    event: Event,
+    callback: crate::modules::Callback<(H, WholeBody)>,
+    (head, empty): (&mut H, H),
+    collected: &Collected,
+) -> Result<(Option<Box<Reply>>, WholeBody), ProxyError> {
+    let mut target = (
+        std::mem::replace(head, empty),
+        WholeBody {
+            data: collected.data.clone(),
+            truncated: !collected.complete,
+        },
+    );
+    let hook = run_event!(in chosen, chain, event, txn, &mut target, callback, &engine.metrics);
+    let (lent, body) = target;
+    *head = lent;
+    Ok((decide(hook)?, body))
+}
+
 /// The `WholeResponse` event on a response whose body is in `source`. Holds the head
 /// back until the body is read (up to `[limits] module_body`).
 pub(crate) async fn whole_response(
@@ -161,29 +188,22 @@ pub(crate) async fn whole_response(
         Ok(c) => c,
         Err(e) => return Ok(Whole::Unreadable(e)),
     };
-    let original = collected.data.clone();
     let empty = http::Response::new(()).into_parts().0;
-    let mut target = (
-        std::mem::replace(head, empty),
-        WholeBody {
-            data: collected.data,
-            truncated: !collected.complete,
-        },
-    );
-    let hook = run_event!(
-        in &chosen,
+    let (reply, body) = run_whole(
+        engine,
         chain,
-        Event::WholeResponse,
         txn,
-        &mut target,
+        &chosen,
+        Event::WholeResponse,
         call::whole_response,
-        &engine.metrics
-    );
-    let (new_head, body) = target;
-    *head = new_head;
-    if let Some(reply) = decide(hook)? {
+        (head, empty),
+        &collected,
+    )
+    .await?;
+    if let Some(reply) = reply {
         return Ok(Whole::Reply(reply));
     }
+    let original = collected.data;
     let data = if body.truncated || body.data == original {
         original
     } else {
@@ -233,29 +253,22 @@ pub(crate) async fn whole_request(
     if !collected.complete && collected.data.len() as u64 > max_body {
         return Err(crate::service::body_too_large(max_body));
     }
-    let original = collected.data.clone();
     let empty = http::Request::new(()).into_parts().0;
-    let mut target = (
-        std::mem::replace(head, empty),
-        WholeBody {
-            data: collected.data,
-            truncated: !collected.complete,
-        },
-    );
-    let hook = run_event!(
-        in &chosen,
+    let (reply, whole) = run_whole(
+        engine,
         chain,
-        Event::WholeRequest,
         txn,
-        &mut target,
+        &chosen,
+        Event::WholeRequest,
         call::whole_request,
-        &engine.metrics
-    );
-    let (new_head, whole) = target;
-    *head = new_head;
-    if let Some(reply) = decide(hook)? {
+        (head, empty),
+        &collected,
+    )
+    .await?;
+    if let Some(reply) = reply {
         return Ok(WholeRequest::Reply(reply));
     }
+    let original = collected.data;
     if !collected.complete {
         let remaining = max_body - original.len() as u64;
         return Ok(WholeRequest::Body(RequestBody::Client {
