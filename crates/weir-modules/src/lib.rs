@@ -50,6 +50,7 @@
 pub mod adblock;
 pub mod compress;
 pub mod diagnostics;
+mod fields;
 pub mod icap;
 pub mod preload;
 pub mod transcode;

@@ -1,7 +1,7 @@
 //! The response metadata a compressor must keep right: which content types it
 //! compresses, `Cache-Control: no-transform`, `Vary`, and per-encoding `ETag`s.
 
-use weir_api::http::header::{self, Entry};
+use weir_api::http::header;
 use weir_api::http::{HeaderMap, HeaderValue};
 
 /// Content types to compress: `type/subtype`, `type/*`, or `*/*+suffix` (any type
@@ -81,15 +81,7 @@ impl Types {
     }
 }
 
-/// Whether `Cache-Control` says `no-transform`.
-pub fn no_transform(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::CACHE_CONTROL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|d| d.trim().eq_ignore_ascii_case("no-transform"))
-}
+pub use crate::fields::no_transform;
 
 /// Whether the response is already encoded (a `Content-Encoding` other than identity).
 pub fn is_encoded(headers: &HeaderMap) -> bool {
@@ -101,23 +93,7 @@ pub fn is_encoded(headers: &HeaderMap) -> bool {
 
 /// Adds `Accept-Encoding` to `Vary`, unless it is there already or `Vary: *`.
 pub fn merge_vary(headers: &mut HeaderMap) {
-    const ACCEPT_ENCODING: HeaderValue = HeaderValue::from_static("Accept-Encoding");
-    // One lookup (this runs on every hit of a compressible response).
-    match headers.entry(header::VARY) {
-        Entry::Vacant(v) => {
-            v.insert(ACCEPT_ENCODING);
-        }
-        Entry::Occupied(mut o) => {
-            let present = o
-                .iter()
-                .flat_map(|v| v.as_bytes().split(|&b| b == b','))
-                .map(<[u8]>::trim_ascii)
-                .any(|n| n == b"*" || n.eq_ignore_ascii_case(b"accept-encoding"));
-            if !present {
-                o.append(ACCEPT_ENCODING);
-            }
-        }
-    }
+    crate::fields::merge_vary(headers, "Accept-Encoding");
 }
 
 /// The ETag of the encoded representation: weak (its bytes differ from the

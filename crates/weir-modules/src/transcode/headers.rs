@@ -31,30 +31,11 @@ pub fn media_type(headers: &HeaderMap) -> Option<String> {
     Some(ct.split(';').next()?.trim().to_ascii_lowercase())
 }
 
-/// Whether `Cache-Control` forbids transforming the body.
-pub fn no_transform(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::CACHE_CONTROL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|d| d.trim().eq_ignore_ascii_case("no-transform"))
-}
+pub use crate::fields::no_transform;
 
 /// Adds `Accept` to `Vary` unless it is there already (or `Vary: *`).
 pub fn merge_vary(headers: &mut HeaderMap) {
-    let present = headers
-        .get_all(header::VARY)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|f| {
-            let f = f.trim();
-            f == "*" || f.eq_ignore_ascii_case("accept")
-        });
-    if !present {
-        headers.append(header::VARY, HeaderValue::from_static("Accept"));
-    }
+    crate::fields::merge_vary(headers, "Accept");
 }
 
 /// The weak entity tag of a transcoded body: `"v1"` becomes `W/"v1-tc"` (JPEG) or
