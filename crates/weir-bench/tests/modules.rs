@@ -4,32 +4,19 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-const BENCH: &str = env!("CARGO_BIN_EXE_weir-bench");
+mod common;
 
-/// The `weir` binary of the same build; built here when this package's tests run alone.
-fn weir_binary() -> PathBuf {
-    let dir = Path::new(BENCH).parent().expect("a directory");
-    let weir = dir.join(format!("weir{}", std::env::consts::EXE_SUFFIX));
-    if !weir.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "weir", "--bin", "weir"])
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build -p weir failed");
-    }
-    weir
-}
+use common::{finish, weir_binary, BENCH};
 
 /// Runs `weir-bench modules ARGS --out OUT`, killed after `limit`.
 fn run(args: &[&str], out: &Path, limit: Duration) -> (Output, Duration) {
     let _ = std::fs::remove_dir_all(out);
     let weir = weir_binary();
-    let mut child = Command::new(BENCH)
+    let child = Command::new(BENCH)
         .arg("modules")
         .arg("--weir-binary")
         .arg(&weir)
@@ -41,23 +28,11 @@ fn run(args: &[&str], out: &Path, limit: Duration) -> (Output, Duration) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start weir-bench");
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "weir-bench did not stop within {limit:?}; stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (child.wait_with_output().unwrap(), start.elapsed())
+    finish(child, limit)
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("weir-modules-{tag}-{}", std::process::id()))
+    common::temp_dir("modules", tag)
 }
 
 #[test]

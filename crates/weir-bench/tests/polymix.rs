@@ -6,51 +6,17 @@
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
 
-const BENCH: &str = env!("CARGO_BIN_EXE_weir-bench");
+mod common;
 
-/// The `weir` binary of the same build (cargo puts every binary of the workspace in one
-/// directory); built here when this package's tests run alone.
-fn weir_binary() -> PathBuf {
-    let dir = Path::new(BENCH).parent().expect("a directory");
-    let weir = dir.join(format!("weir{}", std::env::consts::EXE_SUFFIX));
-    if !weir.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-p", "weir", "--bin", "weir"])
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build -p weir failed");
-    }
-    weir
-}
+use common::{completed, finish, report, weir_binary, BENCH};
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("weir-polymix-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// Waits for `child` at most `limit`, killing it after; its output and the time taken.
-fn finish(mut child: Child, limit: Duration) -> (Output, Duration) {
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "weir-bench did not stop within {limit:?}; stderr:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (child.wait_with_output().unwrap(), start.elapsed())
+    common::temp_dir("polymix", tag)
 }
 
 fn spawn(args: &[&str], out: &Path) -> Child {
@@ -64,11 +30,6 @@ fn spawn(args: &[&str], out: &Path) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start weir-bench")
-}
-
-fn report(out: &Path) -> Value {
-    let text = std::fs::read_to_string(out.join("report.json")).expect("report.json written");
-    serde_json::from_str(&text).expect("valid JSON")
 }
 
 fn n(v: &Value, path: &str) -> u64 {
@@ -100,11 +61,7 @@ fn a_short_run_through_weir_agrees_with_the_origin() {
         ],
         &out,
     );
-    let (output, _) = finish(child, Duration::from_secs(40));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
-    let r = report(&out);
-    assert_eq!(r["status"], "complete");
+    let r = completed(child, &out, Duration::from_secs(40));
     let w = &r["whole"];
     let sent = n(w, "sent");
     assert!(sent > 100, "{sent} requests sent");
@@ -196,11 +153,7 @@ fn a_reverse_run_routes_each_virtual_host_to_its_fixed_port() {
         ],
         &out,
     );
-    let (output, _) = finish(child, Duration::from_secs(40));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
-    let r = report(&out);
-    assert_eq!(r["status"], "complete");
+    let r = completed(child, &out, Duration::from_secs(40));
     assert!(
         r["proxy"].as_str().unwrap().contains("reverse"),
         "{}",
