@@ -58,23 +58,6 @@ fn origin() -> TestOrigin {
     origin
 }
 
-/// A scripted server that offers `methods` (with `extra` OPTIONS lines) and answers
-/// the rest with `answer`.
-async fn scripted(
-    methods: &'static str,
-    extra: &'static str,
-    answer: fn(&Received) -> Vec<Step>,
-) -> IcapServer {
-    IcapServer::start(move |r| {
-        if r.method == "OPTIONS" {
-            vec![Step::Send(options_answer(methods, "t1", extra))]
-        } else {
-            answer(r)
-        }
-    })
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c_icap_echo_adapts_requests_and_responses() {
     let c = match CIcap::start() {
@@ -136,7 +119,7 @@ async fn c_icap_echo_adapts_requests_and_responses() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_adapted_response_is_stored_and_served_as_a_hit() {
-    let s = scripted("RESPMOD", "Preview: 0\r\n", |_| {
+    let s = IcapServer::offering("RESPMOD", "Preview: 0\r\n", |_| {
         vec![
             Step::Send(CONTINUE.to_vec()),
             Step::ReadRest,
@@ -220,7 +203,7 @@ async fn a_new_istag_removes_what_the_old_service_adapted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_204_after_the_preview_passes_the_response_unchanged() {
-    let s = scripted("RESPMOD", "Preview: 16\r\n", |_| {
+    let s = IcapServer::offering("RESPMOD", "Preview: 16\r\n", |_| {
         vec![Step::Send(unmodified_answer("t1"))]
     })
     .await;
@@ -249,7 +232,7 @@ async fn a_204_after_the_preview_passes_the_response_unchanged() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bodies_over_module_body_go_as_a_preview_and_oversize_decides() {
-    let s = scripted("RESPMOD, REQMOD", "Preview: 16\r\n", |r| {
+    let s = IcapServer::offering("RESPMOD, REQMOD", "Preview: 16\r\n", |r| {
         if r.http_heads.contains("/page.txt") {
             vec![Step::Send(CONTINUE.to_vec())] // wants the whole body
         } else {
@@ -310,7 +293,7 @@ async fn bodies_over_module_body_go_as_a_preview_and_oversize_decides() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reqmod_can_block_or_rewrite_a_request() {
-    let s = scripted("REQMOD", "", |r| {
+    let s = IcapServer::offering("REQMOD", "", |r| {
         if r.http_heads.contains("/blocked") {
             vec![Step::Send(modified_answer(
                 "t1",
@@ -354,7 +337,7 @@ async fn reqmod_can_block_or_rewrite_a_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_bypass_or_fail_closed_by_policy() {
-    let garbage = scripted("RESPMOD", "", |_| {
+    let garbage = IcapServer::offering("RESPMOD", "", |_| {
         vec![
             Step::Send(
                 b"ICAP/1.0 200 OK\r\nEncapsulated: res-hdr=0, res-body=9999\r\n\r\nHTTP/1.1 200"
@@ -364,7 +347,7 @@ async fn failures_bypass_or_fail_closed_by_policy() {
         ]
     })
     .await;
-    let hang = scripted("RESPMOD", "", |_| {
+    let hang = IcapServer::offering("RESPMOD", "", |_| {
         vec![Step::Sleep(Duration::from_secs(30))]
     })
     .await;

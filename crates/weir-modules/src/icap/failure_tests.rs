@@ -43,7 +43,8 @@ async fn malformed_answers_bypass_or_fail_closed_and_change_nothing() {
 
 #[tokio::test]
 async fn a_server_that_hangs_times_out() {
-    let s = server("REQMOD", "", |_| vec![Step::Sleep(Duration::from_secs(30))]).await;
+    let s =
+        IcapServer::offering("REQMOD", "", |_| vec![Step::Sleep(Duration::from_secs(30))]).await;
     let m = module(&service(
         "reqmod",
         &s.url("r"),
@@ -72,7 +73,8 @@ async fn post(m: &Icap) -> (Option<Reply>, Duration) {
 
 #[tokio::test]
 async fn a_service_that_timed_out_rests_before_it_is_tried_again() {
-    let s = server("REQMOD", "", |_| vec![Step::Sleep(Duration::from_secs(30))]).await;
+    let s =
+        IcapServer::offering("REQMOD", "", |_| vec![Step::Sleep(Duration::from_secs(30))]).await;
     let resting = module(&service(
         "reqmod",
         &s.url("r"),
@@ -122,7 +124,7 @@ async fn a_server_that_is_down_is_a_connect_failure() {
 
 #[tokio::test]
 async fn a_truncated_body_goes_as_a_preview_only() {
-    let s = server("RESPMOD", "Preview: 4\r\nTransfer-Complete: bin\r\n", |r| {
+    let s = IcapServer::offering("RESPMOD", "Preview: 4\r\nTransfer-Complete: bin\r\n", |r| {
         if r.http_heads.contains("/ok") {
             vec![Step::Send(unmodified_answer("t1"))]
         } else {
@@ -159,7 +161,8 @@ async fn a_truncated_body_goes_as_a_preview_only() {
 
 #[tokio::test]
 async fn head_requests_and_bodiless_statuses_are_not_sent() {
-    let s = server("RESPMOD", "", |_| vec![Step::Send(unmodified_answer("t1"))]).await;
+    let s =
+        IcapServer::offering("RESPMOD", "", |_| vec![Step::Send(unmodified_answer("t1"))]).await;
     let m = module(&service("respmod", &s.url("r"), ""));
     let mut t = txn();
     let _ = m.on_upstream_request(&mut t, &mut request("HEAD", "/a"));

@@ -55,6 +55,23 @@ pub struct IcapServer {
 }
 
 impl IcapServer {
+    /// A server offering `methods` (with `extra` OPTIONS lines, ISTag `t1`) that
+    /// answers every other request with `answer`.
+    pub async fn offering(
+        methods: &'static str,
+        extra: &'static str,
+        answer: fn(&Received) -> Vec<Step>,
+    ) -> IcapServer {
+        IcapServer::start(move |r| {
+            if r.method == "OPTIONS" {
+                vec![Step::Send(options_answer(methods, "t1", extra))]
+            } else {
+                answer(r)
+            }
+        })
+        .await
+    }
+
     /// Starts a server whose answers `handler` scripts. Call within a tokio runtime.
     pub async fn start(
         handler: impl Fn(&Received) -> Vec<Step> + Send + Sync + 'static,

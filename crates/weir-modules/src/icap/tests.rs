@@ -83,28 +83,11 @@ async fn respmod(
     (reply, head, body)
 }
 
-/// A server offering `methods` with `extra` OPTIONS headers, answering every other
-/// request with `answer`.
-async fn server(
-    methods: &'static str,
-    extra: &'static str,
-    answer: fn(&Received) -> Vec<Step>,
-) -> IcapServer {
-    IcapServer::start(move |r| {
-        if r.method == "OPTIONS" {
-            vec![Step::Send(options_answer(methods, "t1", extra))]
-        } else {
-            answer(r)
-        }
-    })
-    .await
-}
-
 const BODY: &[u8] = b"the origin's own body, long enough for a preview";
 
 #[tokio::test]
 async fn reqmod_changes_the_request_head_and_body() {
-    let s = server("REQMOD", "", |_| {
+    let s = IcapServer::offering("REQMOD", "", |_| {
         vec![Step::Send(modified_answer(
             "t1",
             "req-hdr",
@@ -138,7 +121,7 @@ async fn reqmod_changes_the_request_head_and_body() {
 
 #[tokio::test]
 async fn reqmod_may_answer_the_client() {
-    let s = server("REQMOD", "", |_| {
+    let s = IcapServer::offering("REQMOD", "", |_| {
         vec![Step::Send(modified_answer(
             "t1",
             "res-hdr",
@@ -164,7 +147,7 @@ async fn reqmod_may_answer_the_client() {
 
 #[tokio::test]
 async fn a_204_after_the_preview_leaves_the_response_alone() {
-    let s = server("RESPMOD", "Preview: 4\r\n", |_| {
+    let s = IcapServer::offering("RESPMOD", "Preview: 4\r\n", |_| {
         vec![Step::Send(unmodified_answer("t1"))]
     })
     .await;
@@ -190,7 +173,7 @@ async fn a_204_after_the_preview_leaves_the_response_alone() {
 
 #[tokio::test]
 async fn after_100_continue_the_rest_goes_and_the_answer_is_applied() {
-    let s = server("RESPMOD", "Preview: 4\r\n", |_| {
+    let s = IcapServer::offering("RESPMOD", "Preview: 4\r\n", |_| {
         vec![
             Step::Send(CONTINUE.to_vec()),
             Step::ReadRest,
@@ -214,7 +197,8 @@ async fn after_100_continue_the_rest_goes_and_the_answer_is_applied() {
 
 #[tokio::test]
 async fn stored_responses_are_tagged_with_the_istag() {
-    let s = server("RESPMOD", "", |_| vec![Step::Send(unmodified_answer("t1"))]).await;
+    let s =
+        IcapServer::offering("RESPMOD", "", |_| vec![Step::Send(unmodified_answer("t1"))]).await;
     let m = module(&service("respmod", &s.url("resp"), ""));
     let mut t = txn();
     let _ = m.on_upstream_request(&mut t, &mut request("GET", "/a"));
@@ -228,7 +212,7 @@ async fn stored_responses_are_tagged_with_the_istag() {
 
 #[tokio::test]
 async fn a_body_within_the_preview_ends_with_ieof() {
-    let s = server("RESPMOD", "Preview: 1024\r\n", |_| {
+    let s = IcapServer::offering("RESPMOD", "Preview: 1024\r\n", |_| {
         vec![Step::Send(unmodified_answer("t1"))]
     })
     .await;
@@ -241,7 +225,7 @@ async fn a_body_within_the_preview_ends_with_ieof() {
 
 #[tokio::test]
 async fn services_are_skipped_by_methods_and_transfer_ignore() {
-    let s = server("REQMOD", "Preview: 0\r\nTransfer-Ignore: jpg\r\n", |_| {
+    let s = IcapServer::offering("REQMOD", "Preview: 0\r\nTransfer-Ignore: jpg\r\n", |_| {
         vec![Step::Send(unmodified_answer("t1"))]
     })
     .await;
@@ -288,7 +272,7 @@ async fn connections_are_reused_and_a_new_istag_refreshes_the_options() {
 
 #[tokio::test]
 async fn max_connections_from_options_bounds_the_pool() {
-    let s = server("RESPMOD", "Max-Connections: 1\r\n", |_| {
+    let s = IcapServer::offering("RESPMOD", "Max-Connections: 1\r\n", |_| {
         vec![
             Step::Sleep(Duration::from_millis(50)),
             Step::Send(unmodified_answer("t1")),
