@@ -12,20 +12,35 @@
 #      with `transcode` (2 helpers) differ only in the helpers' priority:
 #        nice0    nice = 0, sched_idle = false
 #        nice19   nice = 19, sched_idle = true (the default)
-#      Each round measures, DURATION each:
+#      Each round measures these variants (VARIANTS), DURATION each, the baseline first
+#      and the others in an order that rotates from round to round:
 #        baseline  hits only, on nice19's Weir, no transcoding
 #        nice0     hits, while wrk asks nice0's Weir for photographs at new URLs
 #                  (every request a miss and a transcode) on CONNS connections
 #        nice19    the same on nice19's Weir
+#        plain     (not by default) the same misses on nice19's Weir, for the photographs
+#                  under a type the transcoder leaves alone: what the misses cost
+#                  the hits without any transcoding
+#        spin      hits only, with one busy loop per core at
+#                  SCHED_IDLE: the baseline without idle cores. A virtual machine's
+#                  idle core sleeps and is slow to wake, so a busy machine can answer
+#                  hits faster than an idle one; this separates that from what the
+#                  helpers' work itself costs the hits.
 #      Hits: h2load over HTTP/1.1, RATE requests per second in all (open loop, fixed
-#      rate), on the hot object; its mean and max request time. Misses: wrk's p50 and
+#      rate), on the hot object; the mean, p50, p99 and max of every hit's time (from
+#      h2load's per-request log), and each variant's ratio to the baseline of the same
+#      round, whose median over the rounds is the headline. Misses: wrk's p50 and
 #      p99, and transcodes per second (the module's counter). The origin and wrk run at
 #      nice 19, standing in for machines of their own (on this 2-core machine they
 #      would otherwise take CPU from the proxy and the hits whatever the helpers do).
 #
 # How to run
-#   bench/transcode.sh                          # 3 rounds of 10 s
+#   bench/transcode.sh                          # 5 rounds of 10 s
 #   DURATION=5 RUNS=1 bench/transcode.sh        # a quick look
+#   PARTS=2 VARIANTS="baseline plain nice19" bench/transcode.sh
+#
+# Environment: DURATION, RUNS, RATE (hits/s, default 1000), CONNS (wrk's, default 8),
+# PARTS ("1 2" by default), VARIANTS ("baseline spin nice0 nice19"), BUILD (1 builds first).
 #
 # Output: Markdown tables on stdout. All traffic stays on 127.0.0.1; everything
 # started here is stopped on exit.
@@ -37,7 +52,8 @@ BENCH_TAG=transcode
 . "$ROOT/bench/lib.sh"
 
 DURATION="${DURATION:-10}"
-RUNS="${RUNS:-3}"
+RUNS="${RUNS:-5}"
+PARTS="${PARTS:-1 2}"
 CONNS="${CONNS:-8}"
 RATE="${RATE:-1000}"
 HIT_CLIENTS=4
@@ -84,6 +100,7 @@ median() { tr ' ' '\n' <<<"$1" | grep . | sort -n | awk '{ a[NR] = $1 } END { pr
 photo_paths=()
 for p in "${PHOTOS[@]}"; do photo_paths+=("$PHOTO_CACHE/$p"); done
 
+if [[ " $PARTS " == *" 1 "* ]]; then
 # 1. Transcodes per second per core.
 declare -A RATE_OF
 for round in $(seq "$RUNS"); do
@@ -101,8 +118,13 @@ echo "| Output | Transcodes per CPU-second | Runs |"
 echo "|---|---:|---|"
 for mode in JPEG WebP; do echo "| $mode | $(median "${RATE_OF[$mode]}") | ${RATE_OF[$mode]}|"; done
 echo
+fi
+[[ " $PARTS " == *" 2 "* ]] || exit 0
 
 # 2. Hits at a fixed rate while transcoding at full demand.
+if ! compgen -G "$TMP/www/photo*.jpg" >/dev/null; then # part 1 did not run: just the photographs
+    OUT="$TMP/www" SECONDS_PER_MODE=1 "$EXAMPLE_BIN" "${photo_paths[@]}" >/dev/null
+fi
 head -c 8192 /dev/urandom | base64 -w 100 | head -c 8192 >"$TMP/www/hot.txt"
 touch -d '1 day ago' "$TMP/www"/*
 PORT_ORIGIN=$(pick_port); USED_PORTS=" $PORT_ORIGIN "
@@ -148,40 +170,78 @@ for v in nice0 nice19; do
 done
 
 n_photos="$(ls "$TMP/www"/photo*.jpg | wc -l)"
-cat >"$TMP/misses.lua" <<LUA
+# The same photographs under a type the transcoder does not hold back, for `plain`.
+for f in "$TMP/www"/photo*.jpg; do cp "$f" "${f%.jpg}.bin"; done
+misses_lua() { # $1 = extension
+    cat <<LUA
 n = 0
 request = function()
   n = n + 1
-  return wrk.format("GET", "/photo" .. (n % $n_photos) .. ".jpg?u=" .. math.random(1, 1e9) .. "-" .. n)
+  return wrk.format("GET", "/photo" .. (n % $n_photos) .. ".$1?u=" .. math.random(1, 1e9) .. "-" .. n)
 end
 LUA
-wrk_report_lua >>"$TMP/misses.lua"
+    wrk_report_lua
+}
+misses_lua jpg >"$TMP/misses-jpg.lua"
+misses_lua bin >"$TMP/misses-bin.lua"
 
 transcodes() {
     curl -sS "http://127.0.0.1:${ADMIN[$1]}/metrics" |
         awk '$1 == "weir_module_transcode_done_total" { print $2 }'
 }
-# hits PORT: h2load's mean and max request time in ms, at RATE requests/s.
+# hits PORT: the mean, p50, p99 and max of the hits' times in ms, at RATE requests/s,
+# from h2load's log of every request (column 3: microseconds to the end of the response).
 hits() {
     local out
-    out="$(h2load --h1 -c "$HIT_CLIENTS" --rps "$(( RATE / HIT_CLIENTS ))" -D "$DURATION" "http://127.0.0.1:$1/hot.txt" 2>&1)"
+    rm -f "$TMP/hits.log" # h2load appends to it
+    out="$(h2load --h1 -c "$HIT_CLIENTS" --rps "$(( RATE / HIT_CLIENTS ))" -D "$DURATION" \
+        --log-file "$TMP/hits.log" "http://127.0.0.1:$1/hot.txt" 2>&1)"
     grep -q '^status codes: .* 0 3xx, 0 4xx, 0 5xx' <<<"$out" || { echo "$out" >&2; die "hits failed"; }
-    # "time for request:  MIN  MAX  MEAN  SD  +/-SD"
-    awk '/^time for request:/ { print ms($6), ms($5) } function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; return v * 1000 }' <<<"$out"
+    awk -F'\t' '$2 == 200 { print $3 }' "$TMP/hits.log" | sort -n | awk '
+        { t[NR] = $1; sum += $1 }
+        END {
+            if (NR == 0) exit 1
+            printf "%.3f %.3f %.3f %.3f\n", sum / NR / 1000, t[int(NR * 0.50 + 0.5)] / 1000,
+                t[int(NR * 0.99 + 0.5)] / 1000, t[NR] / 1000
+        }' || die "h2load logged no hits"
 }
 
-declare -A HMEAN HMAX MP50 MP99 TPS
+VARIANT_LIST=(${VARIANTS:-baseline spin nice0 nice19})
+for v in "${VARIANT_LIST[@]}"; do
+    case "$v" in baseline|plain|spin|nice0|nice19) ;; *) die "unknown variant '$v' (baseline plain spin nice0 nice19)";; esac
+done
+[ "${VARIANT_LIST[0]}" = baseline ] || die "VARIANTS must start with baseline (the others are compared with it)"
+declare -A HMEAN HP50 HP99 HMAX MP50 MP99 TPS
 for round in $(seq "$RUNS"); do
-    for v in baseline nice0 nice19; do
-        target=$v; [ "$v" = baseline ] && target=nice19
+    # The baseline first (what each other variant is compared with, round by round),
+    # the others rotated so that none is always right after it.
+    others=("${VARIANT_LIST[@]:1}")
+    n_others=${#others[@]}
+    if [ "$n_others" -gt 0 ]; then
+        k=$(( (round - 1) % n_others ))
+        others=("${others[@]:k}" "${others[@]:0:k}")
+    fi
+    for v in baseline "${others[@]}"; do
+        # baseline and plain run on nice19's Weir; plain asks for the photographs as
+        # .bin, which the transcoder leaves alone: the misses' own cost, no transcoding.
+        target=$v; lua=misses-jpg.lua
+        case "$v" in baseline|spin) target=nice19;; plain) target=nice19; lua=misses-bin.lua;; esac
         t0="$(transcodes "$target")"
-        if [ "$v" != baseline ]; then
-            nice -n 19 wrk -t1 -c"$CONNS" -d"$((DURATION + 2))s" -s "$TMP/misses.lua" "http://127.0.0.1:${PORT[$target]}/" >"$TMP/wrk.out" 2>&1 &
+        spinners=()
+        if [ "$v" = spin ]; then
+            for _ in $(seq "$(nproc)"); do
+                chrt --idle 0 nice -n 19 bash -c 'while :; do :; done' &
+                spinners+=("$!"); STARTED_PIDS+=("$!")
+            done
+            sleep 1
+        elif [ "$v" != baseline ]; then
+            nice -n 19 wrk -t1 -c"$CONNS" -d"$((DURATION + 2))s" -s "$TMP/$lua" "http://127.0.0.1:${PORT[$target]}/" >"$TMP/wrk.out" 2>&1 &
             WRK_PID=$!
             sleep 1
         fi
-        read -r mean max <<<"$(hits "${PORT[$target]}")"
-        if [ "$v" != baseline ]; then
+        read -r mean p50 p99 max <<<"$(hits "${PORT[$target]}")"
+        if [ "${#spinners[@]}" -gt 0 ]; then kill "${spinners[@]}"; wait "${spinners[@]}" 2>/dev/null || true; fi
+        if [ "$v" != baseline ] && [ "$v" != spin ]; then
             wait "$WRK_PID"; WRK_PID=""
             line="$(grep WRKSTAT "$TMP/wrk.out")"
             MP50[$v]+="$(sed 's/.*p50_us=\([0-9]*\).*/\1/' <<<"$line") "
@@ -189,23 +249,38 @@ for round in $(seq "$RUNS"); do
         fi
         t1="$(transcodes "$target")"
         tps="$(awk -v a="$t0" -v b="$t1" -v d="$((DURATION + 2))" 'BEGIN { printf "%.0f", (b - a) / d }')"
-        HMEAN[$v]+="$mean "; HMAX[$v]+="$max "; TPS[$v]+="$tps "
-        log "round $round $v: hits mean ${mean} ms max ${max} ms; ${tps} transcodes/s"
+        HMEAN[$v]+="$mean "; HP50[$v]+="$p50 "; HP99[$v]+="$p99 "; HMAX[$v]+="$max "; TPS[$v]+="$tps "
+        log "round $round $v: hits mean ${mean} ms, p50 ${p50} ms, p99 ${p99} ms, max ${max} ms; ${tps} transcodes/s"
     done
 done
 
-base="$(median "${HMEAN[baseline]}")"
-echo "### Hits at $RATE/s while transcoding at full demand (median of $RUNS rounds of ${DURATION} s)"
+change() { awk -v r="$1" 'BEGIN { printf "%+.1f%%", (r - 1) * 100 }'; }
+# ratios A B: A's per-round values divided by B's, round by round.
+ratios() { paste -d' ' <(tr -s ' ' '\n' <<<"$1" | grep .) <(tr -s ' ' '\n' <<<"$2" | grep .) | awk '{ printf "%.3f ", $1 / $2 }'; }
+refs=(baseline)
+[[ " ${VARIANT_LIST[*]} " == *" spin "* ]] && refs+=(spin)
+echo "### Hits at $RATE/s while transcoding at full demand ($RUNS rounds of ${DURATION} s)"
 echo
-echo "| Helpers | Hit mean (ms) | vs baseline | Hit max (ms) | Miss p50 (ms) | Miss p99 (ms) | Transcodes/s |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
-for v in baseline nice0 nice19; do
-    m="$(median "${HMEAN[$v]}")"
-    if [ "$v" = baseline ]; then p50="-"; p99="-"; else
-        p50="$(awk -v u="$(median "${MP50[$v]}")" 'BEGIN { printf "%.1f", u / 1000 }')"
-        p99="$(awk -v u="$(median "${MP99[$v]}")" 'BEGIN { printf "%.1f", u / 1000 }')"
-    fi
-    echo "| $v | $m | $(awk -v c="$m" -v b="$base" 'BEGIN { printf "%+.1f%%", (c / b - 1) * 100 }') | $(median "${HMAX[$v]}") | $p50 | $p99 | $(median "${TPS[$v]}") |"
+echo "Medians over the rounds. *vs X*: the median, over the rounds, of the variant's hit time divided by X's in the same round (mean / p50)."
+echo
+header="| Variant | Hit mean (ms) | Hit p50 (ms) | Hit p99 (ms) | Hit max (ms) |"; rule="|---|---:|---:|---:|---:|"
+for r in "${refs[@]}"; do header+=" vs $r (mean / p50) |"; rule+="---:|"; done
+echo "$header Miss p50 (ms) | Miss p99 (ms) | Transcodes/s |"
+echo "$rule---:|---:|---:|"
+for v in "${VARIANT_LIST[@]}"; do
+    row="| $v | $(median "${HMEAN[$v]}") | $(median "${HP50[$v]}") | $(median "${HP99[$v]}") | $(median "${HMAX[$v]}") |"
+    for r in "${refs[@]}"; do
+        if [ "$v" = "$r" ] || { [ "$v" = baseline ] && [ "$r" = spin ]; }; then row+=" |"; continue; fi
+        row+=" $(change "$(median "$(ratios "${HMEAN[$v]}" "${HMEAN[$r]}")")") / $(change "$(median "$(ratios "${HP50[$v]}" "${HP50[$r]}")")") |"
+    done
+    if [ -n "${MP50[$v]:-}" ]; then
+        row+=" $(awk -v u="$(median "${MP50[$v]}")" 'BEGIN { printf "%.1f", u / 1000 }') | $(awk -v u="$(median "${MP99[$v]}")" 'BEGIN { printf "%.1f", u / 1000 }') |"
+    else row+=" - | - |"; fi
+    echo "$row $(median "${TPS[$v]}") |"
 done
 echo
-echo "Per round, hit means: baseline ${HMEAN[baseline]}/ nice0 ${HMEAN[nice0]}/ nice19 ${HMEAN[nice19]}"
+echo "Per round (ms):"
+echo
+for v in "${VARIANT_LIST[@]}"; do
+    echo "- $v: hit means ${HMEAN[$v]}; p50 ${HP50[$v]}; p99 ${HP99[$v]}"
+done
