@@ -7,6 +7,7 @@
 //! share one origin fetch, and hands complete responses to [`Cache::store`].
 #![deny(missing_docs)]
 
+mod adapted;
 mod body;
 mod cache;
 mod coalesce;
@@ -22,6 +23,7 @@ mod storage;
 mod tags;
 mod tiered;
 
+pub use adapted::{Adapted, OriginFields};
 pub use body::{Body, BodyReader, FileBody};
 pub use cache::{Cache, CacheSettings, InvalidationListener, Lookup};
 pub use coalesce::{Coalescer, Flight, FlightReader, Join};

@@ -4,6 +4,7 @@ use std::time::SystemTime;
 
 use http::{header, request, response, HeaderMap, HeaderName, StatusCode};
 
+use crate::adapted::Adapted;
 use crate::body::Body;
 use crate::policy::{self, Freshness, StoragePolicy};
 
@@ -27,6 +28,8 @@ pub struct CachedObject {
     /// Invalidation tags: those modules attached, and those of its tag headers
     /// (`Surrogate-Key`, `Cache-Tag`) once stored.
     pub tags: Vec<String>,
+    /// What modules changed in it, with the origin's values (boxed: most objects have none).
+    adapted: Option<Box<Adapted>>,
     weight: u32,
 }
 
@@ -54,6 +57,7 @@ impl CachedObject {
             policy,
             vary,
             tags: Vec::new(),
+            adapted: None,
             weight,
         }
     }
@@ -62,6 +66,22 @@ impl CachedObject {
     pub fn with_policy(&self, policy: StoragePolicy) -> CachedObject {
         CachedObject::new(self.status, self.headers.clone(), self.body.clone(), policy)
             .with_tags(self.tags.clone())
+            .with_adapted(self.adapted.as_deref().cloned())
+    }
+
+    /// The same object, recording what modules changed in it (see [`Adapted`]): a 304
+    /// then validates and refreshes it by the origin's own fields.
+    pub fn with_adapted(mut self, adapted: Option<Adapted>) -> CachedObject {
+        if let Some(a) = &adapted {
+            self.weight = self.weight.saturating_add(a.weight());
+        }
+        self.adapted = adapted.map(Box::new);
+        self
+    }
+
+    /// What modules changed in it, if anything.
+    pub fn adapted(&self) -> Option<&Adapted> {
+        self.adapted.as_deref()
     }
 
     /// The same object with these invalidation tags.
@@ -107,9 +127,16 @@ impl CachedObject {
         h
     }
 
-    /// Adds `If-None-Match` / `If-Modified-Since` for validating this object.
+    /// Adds `If-None-Match` / `If-Modified-Since` for validating this object: the
+    /// origin's own validators, where a module changed the stored ones.
     pub fn add_validators(&self, request: &mut HeaderMap) {
-        policy::add_validators(&self.headers, request);
+        let adapted = self.adapted();
+        if let Some(etag) = Adapted::origin_value(adapted, &self.headers, &header::ETAG) {
+            request.insert(header::IF_NONE_MATCH, etag.clone());
+        }
+        if let Some(lm) = Adapted::origin_value(adapted, &self.headers, &header::LAST_MODIFIED) {
+            request.insert(header::IF_MODIFIED_SINCE, lm.clone());
+        }
     }
 
     /// Whether it carries a validator (ETag or Last-Modified).
@@ -121,6 +148,8 @@ impl CachedObject {
     /// the 304 names a different representation (RFC 9111 §4.3.4: a strong ETag, or
     /// failing that a Last-Modified, that disagrees with the stored one). A 304 without
     /// validators confirms the copy it was asked about: Weir sent the conditions itself.
+    /// Where modules changed the stored response, the 304 is compared with the
+    /// origin's own validators and does not replace the fields the modules set.
     pub fn refreshed(
         &self,
         request: &request::Parts,
@@ -129,12 +158,18 @@ impl CachedObject {
         heuristic_fraction: f32,
     ) -> Option<CachedObject> {
         let new = &not_modified.headers;
-        let agrees = match (text(new, header::ETAG), text(&self.headers, header::ETAG)) {
+        let adapted = self.adapted();
+        let ours = |name: &HeaderName| {
+            Adapted::origin_value(adapted, &self.headers, name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+        };
+        let agrees = match (text(new, header::ETAG), ours(&header::ETAG)) {
             (Some(a), Some(b)) => crate::conditional::weak_eq(a, b),
             (Some(_), None) => false,
             (None, _) => match (
                 text(new, header::LAST_MODIFIED),
-                text(&self.headers, header::LAST_MODIFIED),
+                ours(&header::LAST_MODIFIED),
             ) {
                 (Some(a), Some(b)) => a == b,
                 _ => true,
@@ -143,13 +178,14 @@ impl CachedObject {
         if !agrees {
             return None;
         }
-        let headers = policy::merge_not_modified(&self.headers, new);
+        let headers = policy::merge_not_modified(&self.headers, new, adapted);
         let policy =
             StoragePolicy::refreshed(request, self.status, &headers, now, heuristic_fraction);
-        // The tags go with it: a module's tags are not in the headers.
+        // The tags and what modules changed go with it: neither is in the 304.
         Some(
             CachedObject::new(self.status, headers, self.body.clone(), policy)
-                .with_tags(self.tags.clone()),
+                .with_tags(self.tags.clone())
+                .with_adapted(adapted.cloned()),
         )
     }
 

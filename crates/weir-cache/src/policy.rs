@@ -8,6 +8,8 @@
 use std::time::{Duration, SystemTime};
 
 use http::{request, response, HeaderMap, HeaderValue};
+
+use crate::adapted::Adapted;
 use http_cache_semantics::{BeforeRequest, CacheOptions, CachePolicy};
 
 /// Whether a stored response may be reused for a request.
@@ -150,11 +152,23 @@ const KEEP_ON_UPDATE: [&str; 5] = [
     "etag",
 ];
 
-/// Replaces the stored headers with those a 304 carries (RFC 9111 §4.3.4).
-pub(crate) fn merge_not_modified(stored: &HeaderMap, not_modified: &HeaderMap) -> HeaderMap {
+/// Replaces the stored headers with those a 304 carries (RFC 9111 §4.3.4), except
+/// the fields modules set on the stored response (`adapted`): those stay, and a `Vary`
+/// a module widened only gains the names the 304 adds.
+pub(crate) fn merge_not_modified(
+    stored: &HeaderMap,
+    not_modified: &HeaderMap,
+    adapted: Option<&Adapted>,
+) -> HeaderMap {
     let mut merged = stored.clone();
     for name in not_modified.keys() {
         if KEEP_ON_UPDATE.contains(&name.as_str()) {
+            continue;
+        }
+        if adapted.is_some_and(|a| a.changed(name)) {
+            if name == http::header::VARY {
+                widen_vary(&mut merged, not_modified);
+            }
             continue;
         }
         merged.remove(name);
@@ -165,13 +179,17 @@ pub(crate) fn merge_not_modified(stored: &HeaderMap, not_modified: &HeaderMap) -
     merged
 }
 
-/// Adds revalidation headers for a stored response to an outgoing request.
-pub(crate) fn add_validators(stored: &HeaderMap, request: &mut HeaderMap) {
-    if let Some(etag) = stored.get(http::header::ETAG) {
-        request.insert(http::header::IF_NONE_MATCH, etag.clone());
+/// Adds to `merged`'s `Vary` the names of `from`'s that it lacks.
+fn widen_vary(merged: &mut HeaderMap, from: &HeaderMap) {
+    let have = crate::object::vary_names(merged);
+    if have.iter().any(|n| n.as_str() == "*") {
+        return;
     }
-    if let Some(lm) = stored.get(http::header::LAST_MODIFIED) {
-        request.insert(http::header::IF_MODIFIED_SINCE, lm.clone());
+    for name in crate::object::vary_names(from) {
+        if !have.contains(&name) {
+            let value = HeaderValue::from_str(name.as_str()).expect("a header name is a value");
+            merged.append(http::header::VARY, value);
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 mod common;
 
 use std::io::Read;
+use std::time::Duration;
 
 use common::module_config::reverse_with_modules;
 use common::*;
@@ -257,4 +258,75 @@ async fn curl_compressed_decodes_it() {
     }
     assert_eq!(compressed_total(&proxy), 1.0);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A stored compressed variant goes stale and the origin answers its revalidation
+/// with 304 and its own tag: the variant is refreshed (not refetched, not compressed
+/// again) and keeps its encoding, its per-encoding tag and its `Vary`, even when the
+/// 304 carries a `Content-Type` and a `Vary` of its own.
+#[tokio::test]
+async fn a_stale_compressed_variant_is_refreshed_by_a_304() {
+    let origin = TestOrigin::start();
+    origin.route_fn("/rev.js", |req| {
+        let tagged = req
+            .header("if-none-match")
+            .is_some_and(|v| v.contains("\"r1\""));
+        if tagged {
+            Reply::status(304)
+                .header("etag", "\"r1\"")
+                .header("content-type", "application/javascript")
+                .header("vary", "Origin")
+                .header("x-version", "2")
+                .cc("max-age=60")
+        } else {
+            Reply::ok(script())
+                .header("etag", "\"r1\"")
+                .header("content-type", "application/javascript")
+                .header("x-version", "1")
+                .cc("max-age=1")
+        }
+    });
+    let proxy = reverse_with_modules(&origin.base(), MODULE);
+    let client = direct_client();
+    let url = proxy.reverse_url("/rev.js");
+    let first = get(&client, &url, &[("accept-encoding", "gzip")]).await;
+    assert_eq!(first.header("content-encoding").as_deref(), Some("gzip"));
+    assert_eq!(first.header("etag").as_deref(), Some("W/\"r1-gzip\""));
+
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let second = get(&client, &url, &[("accept-encoding", "gzip")]).await;
+    assert_eq!(second.status, 200, "{}", second.text());
+    let cs = second.cache_status();
+    assert!(
+        cs_has(&cs, "fwd", Some("stale")) && cs_has(&cs, "fwd-status", Some("304")),
+        "expected a refresh by 304, got {cs:?}"
+    );
+    assert_eq!(
+        origin
+            .last("/rev.js")
+            .unwrap()
+            .header("if-none-match")
+            .as_deref(),
+        Some("\"r1\""),
+        "the origin is asked about its own tag"
+    );
+    assert_eq!(second.header("content-encoding").as_deref(), Some("gzip"));
+    assert_eq!(decode("gzip", &second.body), script());
+    assert_eq!(second.header("etag").as_deref(), Some("W/\"r1-gzip\""));
+    assert_eq!(second.header("x-version").as_deref(), Some("2"));
+    let vary = second.header_all("vary").join(",").to_ascii_lowercase();
+    assert!(vary.contains("accept-encoding"), "{vary}");
+    assert_eq!(
+        compressed_total(&proxy),
+        1.0,
+        "refreshed, not compressed again"
+    );
+
+    // Still the gzip variant for gzip clients, still the identity for the others.
+    let third = get(&client, &url, &[("accept-encoding", "gzip")]).await;
+    assert!(is_hit(&third.cache_status()), "{}", third.cache_status());
+    assert_eq!(third.header("content-encoding").as_deref(), Some("gzip"));
+    let plain = get(&client, &url, &[]).await;
+    assert!(plain.header("content-encoding").is_none());
+    assert_eq!(plain.body, script());
 }

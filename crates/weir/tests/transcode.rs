@@ -310,3 +310,57 @@ async fn a_reload_replaces_the_helpers_and_leaves_none_behind() {
     assert_eq!(after.len(), 1);
     assert_ne!(after, before);
 }
+
+/// A stored WebP result goes stale; the origin answers its revalidation with 304, its
+/// own tag and its own `Content-Type`. The result is refreshed without another
+/// transcode, and stays `image/webp` with its own tag.
+#[tokio::test]
+async fn a_stale_transcoded_image_is_refreshed_by_a_304_and_keeps_its_type() {
+    let origin = TestOrigin::start();
+    let jpeg = photo();
+    origin.route_fn("/fresh-for-a-second.jpg", move |req| {
+        if req
+            .header("if-none-match")
+            .is_some_and(|v| v.contains("\"p7\""))
+        {
+            Reply::status(304)
+                .header("etag", "\"p7\"")
+                .header("content-type", "image/jpeg")
+                .cc("max-age=60")
+        } else {
+            Reply::ok(jpeg.clone())
+                .header("content-type", "image/jpeg")
+                .header("etag", "\"p7\"")
+                .cc("max-age=1")
+        }
+    });
+    let proxy = reverse_with_modules(&origin.base(), MODULE);
+    let client = direct_client();
+    let url = proxy.reverse_url("/fresh-for-a-second.jpg");
+    let webp = [("accept", "image/webp,*/*")];
+    let first = get(&client, &url, &webp).await;
+    assert_eq!(first.header("content-type").as_deref(), Some("image/webp"));
+    assert_eq!(format_of(&first.body), ImageFormat::WebP);
+    assert_eq!(counter(&proxy, "done"), 1.0);
+
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let second = get(&client, &url, &webp).await;
+    assert_eq!(second.status, 200, "{}", second.text());
+    let cs = second.cache_status();
+    assert!(
+        cs_has(&cs, "fwd", Some("stale")) && cs_has(&cs, "fwd-status", Some("304")),
+        "expected a refresh by 304, got {cs:?}"
+    );
+    assert_eq!(second.header("content-type").as_deref(), Some("image/webp"));
+    assert_eq!(format_of(&second.body), ImageFormat::WebP);
+    assert_eq!(second.body, first.body);
+    assert_eq!(second.header("etag"), first.header("etag"));
+    assert_eq!(
+        counter(&proxy, "done"),
+        1.0,
+        "refreshed, not transcoded again"
+    );
+    let third = get(&client, &url, &webp).await;
+    assert!(is_hit(&third.cache_status()), "{}", third.cache_status());
+    assert_eq!(third.header("content-type").as_deref(), Some("image/webp"));
+}

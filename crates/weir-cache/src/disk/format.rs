@@ -36,6 +36,16 @@ pub(crate) struct Meta {
     pub(crate) headers: HeaderMap,
     pub(crate) policy: StoragePolicy,
     pub(crate) tags: Vec<String>,
+    /// The fields modules changed (see `Adapted`), and the origin's values of them.
+    /// Absent from entries that have none and from files older than this field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) adapted_fields: Vec<String>,
+    #[serde(
+        default,
+        with = "http_serde::header_map",
+        skip_serializing_if = "HeaderMap::is_empty"
+    )]
+    pub(crate) adapted_origin: HeaderMap,
     pub(crate) body_len: u64,
     pub(crate) body_crc: u32,
 }

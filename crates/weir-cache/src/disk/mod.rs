@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use bytes::BytesMut;
 use http::{HeaderMap, HeaderName};
 
+use crate::adapted::Adapted;
 use crate::body::{Body, FileBody};
 use crate::key::CacheKey;
 use crate::object::CachedObject;
@@ -441,7 +442,12 @@ fn read_entry(
             damage: DamageReport { shared, key, id },
         })
     };
-    Ok(CachedObject::new(meta.status, meta.headers, body, meta.policy).with_tags(meta.tags))
+    let adapted = Adapted::from_parts(&meta.adapted_fields, meta.adapted_origin);
+    Ok(
+        CachedObject::new(meta.status, meta.headers, body, meta.policy)
+            .with_tags(meta.tags)
+            .with_adapted(adapted),
+    )
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

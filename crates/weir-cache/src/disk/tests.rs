@@ -335,3 +335,52 @@ async fn purges_reach_the_disk_tier_after_a_restart() {
     assert!(entry_files(&dir).is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn what_modules_changed_survives_a_restart_and_a_304_refresh() {
+    let dir = temp_dir();
+    let req = request(&[]);
+    let mut origin = HeaderMap::new();
+    origin.insert("etag", "\"o1\"".parse().unwrap());
+    origin.insert("content-type", "image/png".parse().unwrap());
+    let stored = object(
+        &req,
+        b"a transcoded body",
+        &[("etag", "W/\"o1-tc\""), ("content-type", "image/jpeg")],
+    );
+    let adapted = crate::OriginFields::of(&origin).adapted(&stored.headers);
+    assert!(adapted.is_some());
+    {
+        let c = cache(&dir, 1 << 16);
+        let object = stored.with_adapted(adapted.clone());
+        assert!(c.store(&key("/img"), &req, object, c.ticket()));
+        c.flush();
+    }
+    let c = cache(&dir, 1 << 16);
+    let now = SystemTime::now();
+    let back = fresh(c.lookup_disk(&key("/img"), &req, now).await);
+    assert_eq!(back.adapted(), adapted.as_ref());
+
+    // Validated with the origin's tag; the origin's 304 refreshes it without putting
+    // back its own type or tag.
+    let mut validation = HeaderMap::new();
+    back.add_validators(&mut validation);
+    assert_eq!(validation["if-none-match"], "\"o1\"");
+    let mut not_modified = http::Response::new(()).into_parts().0;
+    not_modified.status = StatusCode::NOT_MODIFIED;
+    not_modified.headers = origin.clone();
+    not_modified
+        .headers
+        .insert("cache-control", "max-age=60".parse().unwrap());
+    let refreshed = back.refreshed(&req, &not_modified, now, 0.1).unwrap();
+    assert_eq!(refreshed.headers["content-type"], "image/jpeg");
+    assert_eq!(refreshed.headers["etag"], "W/\"o1-tc\"");
+    assert_eq!(refreshed.headers["cache-control"], "max-age=60");
+    assert_eq!(refreshed.adapted(), adapted.as_ref());
+    // A 304 about another representation of the origin's is still refused.
+    not_modified
+        .headers
+        .insert("etag", "\"o2\"".parse().unwrap());
+    assert!(back.refreshed(&req, &not_modified, now, 0.1).is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -127,6 +127,14 @@ fn write_and_link(shared: &Shared, job: Job) {
         headers: object.headers.clone(),
         policy: object.policy.clone(),
         tags: object.tags.clone(),
+        adapted_fields: object
+            .adapted()
+            .map(|a| a.field_names().map(str::to_string).collect())
+            .unwrap_or_default(),
+        adapted_origin: object
+            .adapted()
+            .map(|a| a.origin_values().clone())
+            .unwrap_or_default(),
         body_len: object.body.len(),
         body_crc: 0,
     };

@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, StatusCode};
-use weir_cache::{CacheKey, CachedObject, Join, StaleUse, StoragePolicy};
+use weir_cache::{Adapted, CacheKey, CachedObject, Join, OriginFields, StaleUse, StoragePolicy};
 
 use super::{strip_body, FetchedHead, FlightHead, FlightOutcome, ProxyErrorParts};
 use crate::body::RequestBody;
@@ -176,6 +176,13 @@ impl Fetch {
         headers::remove_hop_by_hop(&mut parts.headers);
         headers::append_via(&mut parts.headers, parts.version);
         parts.version = http::Version::HTTP_11;
+        // What modules change in the head is stored; the origin's own fields are kept
+        // beside it, so that a 304 validates and refreshes the result (weir_cache::Adapted).
+        let origin_fields = self
+            .txn
+            .as_ref()
+            .filter(|t| t.wants(Event::ResponseHeaders) || t.wants(Event::WholeResponse))
+            .map(|_| OriginFields::of(&parts.headers));
         // Before the policy is computed: what modules change here is what is stored.
         match hooks::response_headers(
             engine,
@@ -277,7 +284,8 @@ impl Fetch {
         // A module that may change the length made the engine drop Content-Length
         // (hooks::fix_framing), so one still there is the length of what is pushed.
         let declared = headers::content_length(&parts.headers);
-        let mut head = Some((parts.status, parts.headers, policy));
+        let adapted = origin_fields.and_then(|o| o.adapted(&parts.headers));
+        let mut head = Some((parts.status, parts.headers, policy, adapted));
         let mut stage = hooks::BodyStage::new(engine.limits.module_body.0);
         let mut ended = false;
         let mut body_read = false;
@@ -345,10 +353,10 @@ impl Fetch {
     /// been pushed yet.
     fn store(
         &self,
-        head: &mut Option<(StatusCode, HeaderMap, StoragePolicy)>,
+        head: &mut Option<(StatusCode, HeaderMap, StoragePolicy, Option<Adapted>)>,
         last: Option<Bytes>,
     ) {
-        let (Some(mut chunks), Some((status, headers, policy))) =
+        let (Some(mut chunks), Some((status, headers, policy, adapted))) =
             (self.flight.retained_body(), head.take())
         else {
             return;
@@ -359,7 +367,9 @@ impl Fetch {
             .as_ref()
             .map(|t| t.txn.cache_overrides().tags.clone())
             .unwrap_or_default();
-        let object = CachedObject::new(status, headers, concat(chunks), policy).with_tags(tags);
+        let object = CachedObject::new(status, headers, concat(chunks), policy)
+            .with_tags(tags)
+            .with_adapted(adapted);
         self.engine
             .cache
             .store(&self.key, &self.request, object, self.ticket);
