@@ -1,7 +1,9 @@
 //! Body types: what Weir sends to clients and to origins.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::Stream;
@@ -173,7 +175,7 @@ pub(crate) enum RequestBody {
     Buffered(Option<Bytes>),
     Client {
         read_ahead: std::collections::VecDeque<Bytes>,
-        inner: Incoming,
+        inner: ClientIncoming,
         remaining: u64,
     },
     /// A body that modules transform on its way (the request-body event).
@@ -188,7 +190,7 @@ const READ_AHEAD: u64 = 64 << 10;
 /// Why reading ahead failed.
 pub(crate) enum ReadAheadError {
     TooLarge,
-    Client(hyper::Error),
+    Client(BoxError),
 }
 
 impl RequestBody {
@@ -203,7 +205,7 @@ impl RequestBody {
 
     /// The client's body of unknown length, read ahead as far as [`READ_AHEAD`].
     pub(crate) async fn read_ahead(
-        mut inner: Incoming,
+        mut inner: ClientIncoming,
         limit: u64,
     ) -> Result<RequestBody, ReadAheadError> {
         let mut chunks: std::collections::VecDeque<Bytes> = std::collections::VecDeque::new();
@@ -237,6 +239,93 @@ impl RequestBody {
         })
     }
 }
+
+/// The client's request body as hyper reads it, with a limit on how long the client
+/// may pause in the middle of it (`[timeouts] client_body_idle`, as nginx's
+/// `client_body_timeout`): after that, the body ends in [`ClientBodyTimeout`], so a
+/// client cannot hold a transaction and an origin connection open by sending nothing.
+pub(crate) struct ClientIncoming {
+    inner: Incoming,
+    idle: Duration,
+    /// Armed while the body waits for the client; made once, reset on each wait.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Data came since the timer was last set.
+    moved: bool,
+}
+
+impl ClientIncoming {
+    /// `inner`, ending in an error after `idle` without data.
+    pub(crate) fn new(inner: Incoming, idle: Duration) -> ClientIncoming {
+        ClientIncoming {
+            inner,
+            idle,
+            timer: None,
+            moved: false,
+        }
+    }
+}
+
+impl Body for ClientIncoming {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                this.moved = true;
+                Poll::Ready(frame.map(|f| f.map_err(BoxError::from)))
+            }
+            Poll::Pending => {
+                let deadline = tokio::time::Instant::now() + this.idle;
+                let timer = match &mut this.timer {
+                    Some(t) => {
+                        if std::mem::take(&mut this.moved) {
+                            t.as_mut().reset(deadline);
+                        }
+                        t
+                    }
+                    None => this
+                        .timer
+                        .insert(Box::pin(tokio::time::sleep_until(deadline))),
+                };
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => {
+                        Poll::Ready(Some(Err(Box::new(ClientBodyTimeout(this.idle)))))
+                    }
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The client sent no request body data for `[timeouts] client_body_idle`.
+#[derive(Debug)]
+pub(crate) struct ClientBodyTimeout(pub(crate) Duration);
+
+impl std::fmt::Display for ClientBodyTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the client sent no request body data for {:.1} s",
+            self.0.as_secs_f64()
+        )
+    }
+}
+
+impl std::error::Error for ClientBodyTimeout {}
 
 /// The client's body went over `[limits] max_request_body`.
 #[derive(Debug)]
@@ -278,7 +367,7 @@ impl Body for RequestBody {
                         }
                         Poll::Ready(Some(Ok(frame)))
                     }
-                    Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(e)))),
+                    Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
                     Poll::Ready(None) => Poll::Ready(None),
                     Poll::Pending => Poll::Pending,
                 },

@@ -109,13 +109,16 @@ pub enum ErrorKind {
     OriginTls,
     /// The client went away mid-response.
     ClientAborted,
+    /// The client paused longer than `[timeouts] client_body_idle` while sending its
+    /// request body (408).
+    ClientTimeout,
     /// A module that is not optional failed (500).
     ModuleFailed,
 }
 
 impl ErrorKind {
     /// All kinds, in a fixed order (index = `self as usize`).
-    pub const ALL: [ErrorKind; 10] = [
+    pub const ALL: [ErrorKind; 11] = [
         ErrorKind::BadRequest,
         ErrorKind::HeaderTooLarge,
         ErrorKind::Forbidden,
@@ -125,6 +128,7 @@ impl ErrorKind {
         ErrorKind::OriginProtocol,
         ErrorKind::OriginTls,
         ErrorKind::ClientAborted,
+        ErrorKind::ClientTimeout,
         ErrorKind::ModuleFailed,
     ];
 
@@ -140,6 +144,7 @@ impl ErrorKind {
             ErrorKind::OriginProtocol => "origin_protocol",
             ErrorKind::OriginTls => "origin_tls",
             ErrorKind::ClientAborted => "client_aborted",
+            ErrorKind::ClientTimeout => "client_timeout",
             ErrorKind::ModuleFailed => "module_failed",
         }
     }

@@ -131,6 +131,7 @@ impl Server {
                 log: log.clone(),
                 limits: config.limits.clone(),
                 connect_timeout: config.timeouts.connect.0,
+                client_body_idle: config.timeouts.client_body_idle.0,
                 modules: arc_swap::ArcSwap::new(modules),
             })
         };

@@ -10,7 +10,7 @@ use http::{request, Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 
 use crate::access_log::AccessLog;
-use crate::body::{ProxyBody, ReadAheadError, RequestBody};
+use crate::body::{ClientIncoming, ProxyBody, ReadAheadError, RequestBody};
 use crate::config::{LimitsConfig, ListenMode};
 use crate::error::ProxyError;
 use crate::headers::{self, MaxForwards};
@@ -33,6 +33,8 @@ pub(crate) struct Engine {
     pub log: Option<Arc<AccessLog>>,
     pub limits: LimitsConfig,
     pub connect_timeout: std::time::Duration,
+    /// `[timeouts] client_body_idle`.
+    pub client_body_idle: std::time::Duration,
     /// The modules of this listener and its routes; a reload swaps them, transactions
     /// keep theirs.
     pub modules: arc_swap::ArcSwap<crate::modules::ListenerChains>,
@@ -284,6 +286,7 @@ async fn transact(
     if headers::content_length(&parts.headers).is_some_and(|n| n > max_body) {
         return Err(body_too_large(max_body));
     }
+    let body = ClientIncoming::new(body, engine.client_body_idle);
     // A module that wants the whole request has the body read now, before routing
     // and the cache key, which see the request as it changed it.
     let body = match txn.as_mut() {
@@ -329,11 +332,7 @@ async fn transact(
         ClientBody::Unread(body) => match RequestBody::read_ahead(body, max_body).await {
             Ok(b) => b,
             Err(ReadAheadError::TooLarge) => return Err(body_too_large(max_body)),
-            Err(ReadAheadError::Client(e)) => {
-                return Err(
-                    ProxyError::bad_request(format!("cannot read the request body: {e}")).closing(),
-                )
-            }
+            Err(ReadAheadError::Client(e)) => return Err(client_body_error(&*e)),
         },
     };
     let unsafe_method = matches!(
@@ -369,7 +368,7 @@ async fn transact(
 /// The client's request body: as received, or already read for the whole-request
 /// event.
 enum ClientBody {
-    Unread(Incoming),
+    Unread(ClientIncoming),
     Read(RequestBody),
 }
 
@@ -453,7 +452,7 @@ fn hook_request_body(
     (Request::from_parts(parts, body), Some(slot))
 }
 
-fn body_is_empty(parts: &request::Parts, body: &Incoming) -> bool {
+fn body_is_empty(parts: &request::Parts, body: &ClientIncoming) -> bool {
     use http_body::Body as _;
     body.is_end_stream()
         || (!parts.headers.contains_key(header::TRANSFER_ENCODING)
@@ -465,6 +464,24 @@ fn uri_len(uri: &http::Uri) -> usize {
     uri.scheme_str().map_or(0, |s| s.len() + 3)
         + uri.authority().map_or(0, |a| a.as_str().len())
         + uri.path_and_query().map_or(0, |p| p.as_str().len())
+}
+
+/// The client's request body could not be read: 408 when the client paused too long
+/// (`[timeouts] client_body_idle`), 400 otherwise. The connection is closed either way:
+/// the rest of the body is still on it.
+pub(crate) fn client_body_error(e: &(dyn std::error::Error + 'static)) -> ProxyError {
+    let timed_out = std::iter::successors(Some(e), |e| e.source())
+        .any(|e| e.is::<crate::body::ClientBodyTimeout>());
+    if timed_out {
+        ProxyError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            ErrorKind::ClientTimeout,
+            format!("cannot read the request body: {e}"),
+        )
+        .closing()
+    } else {
+        ProxyError::bad_request(format!("cannot read the request body: {e}")).closing()
+    }
 }
 
 pub(crate) fn body_too_large(max: u64) -> ProxyError {
@@ -620,6 +637,9 @@ pub(crate) fn upstream_error(origin: &OriginAddr, e: UpstreamError, max_body: u6
             ProxyError::gateway_timeout(format!("origin {origin} did not answer in time"))
         }
         UpstreamError::BodyTooLarge => body_too_large(max_body),
+        UpstreamError::ClientTimeout(idle) => {
+            client_body_error(&crate::body::ClientBodyTimeout(idle))
+        }
         UpstreamError::Protocol(reason) => ProxyError::new(
             StatusCode::BAD_GATEWAY,
             ErrorKind::OriginProtocol,

@@ -480,3 +480,60 @@ async fn an_origin_that_stalls_mid_body_is_cut_off() {
     let r = get(&client, &origin.url("/stall/cached"), &[]).await;
     assert_eq!(r.text(), "whole");
 }
+
+/// A client that stops sending its request body part-way is answered 408 once it has
+/// been silent for `[timeouts] client_body_idle`, and its connection is closed; the
+/// origin's request is abandoned. Both ways of reading a body: with a Content-Length
+/// (streamed to the origin) and chunked (read ahead first).
+#[test]
+fn a_client_that_stalls_mid_body_gets_408() {
+    let origin = TestOrigin::start();
+    origin.route("/upload", Reply::echo());
+    let mut proxy = Proxy::builder()
+        .reverse(&origin.base())
+        .option("timeouts", "client_body_idle", "700ms")
+        .start();
+    let addr = proxy.reverse_addr();
+    let requests: [&[u8]; 2] = [
+        b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nten bytes.",
+        b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\na\r\nten bytes.\r\n",
+    ];
+    for request in requests {
+        let mut conn = RawConn::connect(addr);
+        let start = Instant::now();
+        conn.send(request);
+        let response = conn.read_response(false).expect("an answer");
+        let took = start.elapsed();
+        assert_eq!(response.status, 408, "{}", response.text());
+        assert!(
+            response.text().contains("request body"),
+            "{}",
+            response.text()
+        );
+        assert!(
+            took >= Duration::from_millis(600) && took < Duration::from_secs(10),
+            "{took:?}"
+        );
+        assert!(
+            conn.closed_within(Duration::from_secs(5)),
+            "the connection is closed"
+        );
+    }
+    let timeouts = metric(
+        &proxy.metrics(),
+        "weir_errors_total",
+        &[("kind", "client_timeout")],
+    );
+    assert_eq!(timeouts, Some(2.0));
+    // A body that keeps coming, however slowly, is not cut.
+    let mut conn = RawConn::connect(addr);
+    conn.send(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n");
+    for piece in [b"slow ", b"but  ", b"still", b" here"] {
+        std::thread::sleep(Duration::from_millis(400));
+        conn.send(piece);
+    }
+    let response = conn.read_response(false).expect("an answer");
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(response.body, b"slow but  still here");
+    assert!(proxy.is_running());
+}

@@ -304,6 +304,9 @@ pub struct TimeoutsConfig {
     pub origin_body_idle: Seconds,
     /// A keep-alive client connection with nothing in flight is closed after this.
     pub client_idle: Seconds,
+    /// The longest a client may pause while sending a request body; the request then
+    /// fails with 408 and the connection is closed.
+    pub client_body_idle: Seconds,
     /// On SIGTERM/SIGINT, how long in-flight transactions may take to finish.
     pub shutdown_grace: Seconds,
 }
@@ -316,6 +319,7 @@ impl Default for TimeoutsConfig {
             origin_response: Seconds::from_secs(60.0),
             origin_body_idle: Seconds::from_secs(60.0),
             client_idle: Seconds::from_secs(60.0),
+            client_body_idle: Seconds::from_secs(60.0),
             shutdown_grace: Seconds::from_secs(10.0),
         }
     }

@@ -240,6 +240,12 @@ fn bad_units() {
         "timeouts.connect",
         "between 0 and",
     );
+    fails(
+        "[timeouts]\nclient_body_idle = \"0s\"\n",
+        2,
+        "timeouts.client_body_idle",
+        "greater than 0",
+    );
 }
 
 #[test]

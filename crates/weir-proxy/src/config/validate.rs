@@ -162,11 +162,16 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
         );
     }
 
-    if config.timeouts.origin_body_idle.0.is_zero() {
-        report(
-            vec![KeyPath::top("timeouts").key("origin_body_idle")],
-            "must be greater than 0".into(),
-        );
+    for (key, value) in [
+        ("origin_body_idle", config.timeouts.origin_body_idle),
+        ("client_body_idle", config.timeouts.client_body_idle),
+    ] {
+        if value.0.is_zero() {
+            report(
+                vec![KeyPath::top("timeouts").key(key)],
+                "must be greater than 0".into(),
+            );
+        }
     }
     if config.limits.module_wait.0.is_zero() {
         report(

@@ -11,11 +11,10 @@ use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, response};
 use http_body::Body as _;
-use hyper::body::Incoming;
 use weir_api::{BodyChunk, Event, Reply, WholeBody};
 
 use super::{decide, BodyStage};
-use crate::body::{BoxError, ProxyBody, RequestBody};
+use crate::body::{BoxError, ClientIncoming, ProxyBody, RequestBody};
 use crate::error::ProxyError;
 use crate::modules::{call, run_event, ModTxn};
 use crate::service::Engine;
@@ -38,9 +37,9 @@ impl BodySource for ProxyBody {
     }
 }
 
-impl BodySource for Incoming {
+impl BodySource for ClientIncoming {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
-        poll_data_frames(Pin::new(self), cx).map_err(|e| e.into())
+        poll_data_frames(Pin::new(self), cx)
     }
 }
 
@@ -127,7 +126,7 @@ pub(crate) enum WholeRequest {
     /// A module answered instead.
     Reply(Box<Reply>),
     /// No module wanted this request whole: its body, unread.
-    NotWanted(Incoming),
+    NotWanted(ClientIncoming),
 }
 
 /// Sets the framing of a body a whole-message event changed: its exact length, and a
@@ -226,7 +225,7 @@ pub(crate) async fn whole_request(
     engine: &Engine,
     m: &mut ModTxn,
     head: &mut request::Parts,
-    mut body: Incoming,
+    mut body: ClientIncoming,
     has_body: bool,
 ) -> Result<WholeRequest, ProxyError> {
     let ModTxn { chain, txn } = m;
@@ -241,9 +240,9 @@ pub(crate) async fn whole_request(
     let max_body = engine.limits.max_request_body.0;
     let limit = engine.limits.module_body.0.min(max_body);
     let collected = if has_body {
-        collect(&mut body, limit).await.map_err(|e| {
-            ProxyError::bad_request(format!("cannot read the request body: {e}")).closing()
-        })?
+        collect(&mut body, limit)
+            .await
+            .map_err(|e| crate::service::client_body_error(&*e))?
     } else {
         Collected {
             data: Bytes::new(),

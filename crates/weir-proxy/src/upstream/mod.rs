@@ -77,6 +77,8 @@ pub(crate) enum UpstreamError {
     Timeout,
     /// The client's body went over the limit while it was being forwarded.
     BodyTooLarge,
+    /// The client paused too long while its body was being forwarded.
+    ClientTimeout(std::time::Duration),
     /// The origin broke the protocol, closed the connection or reset the stream.
     Protocol(String),
 }
@@ -432,6 +434,9 @@ fn classify(e: hyper::Error) -> UpstreamError {
     while let Some(s) = source {
         if s.is::<crate::body::BodyTooLarge>() {
             return UpstreamError::BodyTooLarge;
+        }
+        if let Some(t) = s.downcast_ref::<crate::body::ClientBodyTimeout>() {
+            return UpstreamError::ClientTimeout(t.0);
         }
         source = s.source();
     }
