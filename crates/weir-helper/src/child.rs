@@ -2,6 +2,7 @@
 //! input, runs them on a few worker threads, and answers each with its job's id as
 //! soon as it is done (so a short job is not held behind a long one).
 
+use std::collections::HashSet;
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
@@ -89,27 +90,50 @@ pub fn serve_stdin(handler: Handler) -> io::Result<()> {
     serve(socket, handler, options.threads)
 }
 
+/// The jobs a helper has received and not finished, and those of them the proxy
+/// cancelled. Cancels of jobs already finished are not kept, so both stay as small as
+/// the helper's backlog.
+#[derive(Default)]
+struct Book {
+    live: HashSet<u64>,
+    cancelled: HashSet<u64>,
+}
+
 /// Serves jobs from `socket` on `threads` worker threads until it is closed.
 pub fn serve(socket: UnixStream, handler: Handler, threads: usize) -> io::Result<()> {
     let writer = Arc::new(Mutex::new(socket.try_clone()?));
     let (jobs, queue) = mpsc::channel::<Frame>();
     let queue = Arc::new(Mutex::new(queue));
+    let book = Arc::new(Mutex::new(Book::default()));
     let workers: Vec<_> = (0..threads.max(1))
         .map(|_| {
-            let queue = queue.clone();
-            let writer = writer.clone();
-            std::thread::spawn(move || work(&queue, &writer, handler))
+            let (queue, writer, book) = (queue.clone(), writer.clone(), book.clone());
+            std::thread::spawn(move || work(&queue, &writer, &book, handler))
         })
         .collect();
     let mut reader = io::BufReader::new(socket);
     let result = loop {
         match Frame::read_from(&mut reader) {
             Ok(Some(frame)) if frame.kind == FrameKind::Job => {
+                if let Ok(mut b) = book.lock() {
+                    b.live.insert(frame.id);
+                }
                 if jobs.send(frame).is_err() {
                     break Err(io::Error::other("every helper worker stopped"));
                 }
             }
-            Ok(Some(_)) => break Err(io::Error::other("a helper only takes job frames")),
+            Ok(Some(frame)) if frame.kind == FrameKind::Cancel => {
+                if let Ok(mut b) = book.lock() {
+                    if b.live.contains(&frame.id) {
+                        b.cancelled.insert(frame.id);
+                    }
+                }
+            }
+            Ok(Some(_)) => {
+                break Err(io::Error::other(
+                    "a helper only takes job and cancel frames",
+                ))
+            }
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),
         }
@@ -121,8 +145,15 @@ pub fn serve(socket: UnixStream, handler: Handler, threads: usize) -> io::Result
     result
 }
 
-/// One worker thread: takes jobs until the queue closes or the socket breaks.
-fn work(queue: &Mutex<mpsc::Receiver<Frame>>, writer: &Mutex<UnixStream>, handler: Handler) {
+/// One worker thread: takes jobs until the queue closes or the socket breaks. A job
+/// cancelled before it starts is dropped unanswered; one cancelled while it runs is
+/// finished and answered (the proxy discards the answer).
+fn work(
+    queue: &Mutex<mpsc::Receiver<Frame>>,
+    writer: &Mutex<UnixStream>,
+    book: &Mutex<Book>,
+    handler: Handler,
+) {
     loop {
         let job = match queue.lock() {
             Ok(q) => match q.recv() {
@@ -131,11 +162,25 @@ fn work(queue: &Mutex<mpsc::Receiver<Frame>>, writer: &Mutex<UnixStream>, handle
             },
             Err(_) => return,
         };
+        let cancelled = book.lock().is_ok_and(|mut b| {
+            let c = b.cancelled.remove(&job.id);
+            if c {
+                b.live.remove(&job.id);
+            }
+            c
+        });
+        if cancelled {
+            continue;
+        }
         let (kind, payload) = match catch_unwind(AssertUnwindSafe(|| handler(&job.payload))) {
             Ok(Ok(answer)) => (FrameKind::Done, answer),
             Ok(Err(message)) => (FrameKind::Failed, message.into_bytes()),
             Err(_) => (FrameKind::Failed, b"the job panicked".to_vec()),
         };
+        if let Ok(mut b) = book.lock() {
+            b.live.remove(&job.id);
+            b.cancelled.remove(&job.id);
+        }
         let answer = Frame {
             id: job.id,
             kind,
@@ -171,6 +216,10 @@ mod tests {
         match input {
             b"fail" => Err("asked to fail".into()),
             b"panic" => panic!("asked to panic"),
+            b"slow" => {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                Ok(b"SLOW".to_vec())
+            }
             _ => Ok(input.to_ascii_uppercase()),
         }
     }
@@ -201,6 +250,40 @@ mod tests {
                 (7, FrameKind::Failed, "the job panicked".to_string()),
             ]
         );
+        ours.shutdown(std::net::Shutdown::Both).unwrap();
+        helper.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn a_job_cancelled_before_it_starts_is_dropped_unanswered() {
+        let (mut ours, theirs) = UnixStream::pair().unwrap();
+        let helper = std::thread::spawn(move || serve(theirs, upper, 1));
+        let send = |w: &mut UnixStream, id: u64, kind: FrameKind, payload: &[u8]| {
+            Frame {
+                id,
+                kind,
+                payload: payload.to_vec(),
+            }
+            .write_to(w)
+            .unwrap()
+        };
+        // One worker: job 2 waits behind the slow job 1, and is cancelled meanwhile.
+        send(&mut ours, 1, FrameKind::Job, b"slow");
+        send(&mut ours, 2, FrameKind::Job, b"abc");
+        send(&mut ours, 2, FrameKind::Cancel, b"");
+        send(&mut ours, 3, FrameKind::Job, b"def");
+        // A cancel for a job the helper never had changes nothing.
+        send(&mut ours, 99, FrameKind::Cancel, b"");
+        let answers: Vec<_> = (0..2)
+            .map(|_| Frame::read_from(&mut ours).unwrap().unwrap())
+            .map(|f| (f.id, String::from_utf8(f.payload).unwrap()))
+            .collect();
+        assert_eq!(answers, [(1, "SLOW".to_string()), (3, "DEF".to_string())]);
+        ours.set_read_timeout(Some(std::time::Duration::from_millis(400)))
+            .unwrap();
+        let more = Frame::read_from(&mut ours);
+        assert!(more.is_err(), "no answer for the cancelled job: {more:?}");
+        ours.set_read_timeout(None).unwrap();
         ours.shutdown(std::net::Shutdown::Both).unwrap();
         helper.join().unwrap().unwrap();
     }

@@ -171,7 +171,10 @@ impl Pool {
     /// a full queue answers [`JobError::QueueFull`] at once.
     ///
     /// Cancel-safe: dropping the future forgets the job (its slot in the queue is
-    /// freed at once, and the helper's answer, when it comes, is discarded).
+    /// freed at once, and the helper's answer, when it comes, is discarded). A job
+    /// forgotten before its answer came (a timeout, a caller gone) is cancelled in the
+    /// helper too, which drops it if it has not started it: work nobody waits for does
+    /// not hold up the jobs behind it.
     pub async fn run(&self, payload: Vec<u8>) -> Answer {
         let _permit = self
             .shared
@@ -181,7 +184,7 @@ impl Pool {
             .map_err(|_| JobError::QueueFull)?;
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        let pending = self.shared.dispatch(
+        let (pending, jobs) = self.shared.dispatch(
             Frame {
                 id,
                 kind: FrameKind::Job,
@@ -189,7 +192,7 @@ impl Pool {
             },
             tx,
         )?;
-        let _forget = Forget { pending, id };
+        let _forget = Forget { pending, jobs, id };
         match tokio::time::timeout(self.shared.config.job_timeout, rx).await {
             Err(_) => Err(JobError::Timeout),
             Ok(Err(_)) => Err(JobError::HelperDied),
@@ -218,16 +221,28 @@ impl Drop for Pool {
     }
 }
 
-/// Removes a job's entry when its caller stops waiting, however it stops.
+/// Removes a job's entry when its caller stops waiting, however it stops, and
+/// cancels the job in its helper when no answer came.
 struct Forget {
     pending: Pending,
+    /// The helper's job channel, for the cancel.
+    jobs: mpsc::UnboundedSender<Frame>,
     id: u64,
 }
 
 impl Drop for Forget {
     fn drop(&mut self) {
-        if let Ok(mut p) = self.pending.lock() {
-            p.remove(&self.id);
+        let unanswered = self
+            .pending
+            .lock()
+            .is_ok_and(|mut p| p.remove(&self.id).is_some());
+        if unanswered {
+            // A helper that is gone has nothing to cancel: ignore a closed channel.
+            let _ = self.jobs.send(Frame {
+                id: self.id,
+                kind: FrameKind::Cancel,
+                payload: Vec::new(),
+            });
         }
     }
 }
@@ -274,7 +289,12 @@ impl Shared {
     }
 
     /// Sends `job` to a running helper (round robin) and registers who waits for it.
-    fn dispatch(&self, job: Frame, answer: oneshot::Sender<Answer>) -> Result<Pending, JobError> {
+    /// Returns that helper's pending answers and its job channel.
+    fn dispatch(
+        &self,
+        job: Frame,
+        answer: oneshot::Sender<Answer>,
+    ) -> Result<(Pending, mpsc::UnboundedSender<Frame>), JobError> {
         let n = self.slots.len();
         let start = self.next_slot.fetch_add(1, Ordering::Relaxed);
         for i in 0..n {
@@ -291,7 +311,7 @@ impl Shared {
                 link.pending.lock().expect("pending lock").remove(&id);
                 return Err(JobError::HelperDied);
             }
-            return Ok(link.pending.clone());
+            return Ok((link.pending.clone(), link.jobs.clone()));
         }
         Err(JobError::NoHelper)
     }

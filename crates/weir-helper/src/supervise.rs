@@ -91,7 +91,8 @@ async fn serve_link(
                 FrameKind::Failed => Err(JobError::Failed(
                     String::from_utf8_lossy(&frame.payload).into_owned(),
                 )),
-                FrameKind::Job => return,
+                // Only the proxy sends these: a helper that does is broken.
+                FrameKind::Job | FrameKind::Cancel => return,
             };
             let waiter = pending.lock().expect("pending lock").remove(&frame.id);
             // No waiter: the job timed out or its caller went away.

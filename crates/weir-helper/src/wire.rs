@@ -7,7 +7,9 @@
 //! The proxy sends [`FrameKind::Job`] frames; the helper answers each with a
 //! [`FrameKind::Done`] or [`FrameKind::Failed`] frame that carries the same id, in
 //! whatever order its jobs finish (correlated dispatch: many jobs in flight on one
-//! socket, answers matched by id, not by order).
+//! socket, answers matched by id, not by order). The proxy sends a
+//! [`FrameKind::Cancel`] for a job it stopped waiting for; the helper then drops it
+//! if it has not started it, and answers nothing.
 
 use std::io::{self, Read, Write};
 
@@ -29,6 +31,8 @@ pub enum FrameKind {
     Done,
     /// Helper to proxy: the job with this id failed; the payload is a message.
     Failed,
+    /// Proxy to helper: nobody waits for the job with this id any more (empty payload).
+    Cancel,
 }
 
 impl FrameKind {
@@ -37,6 +41,7 @@ impl FrameKind {
             FrameKind::Job => 1,
             FrameKind::Done => 2,
             FrameKind::Failed => 3,
+            FrameKind::Cancel => 4,
         }
     }
 
@@ -45,6 +50,7 @@ impl FrameKind {
             1 => Some(FrameKind::Job),
             2 => Some(FrameKind::Done),
             3 => Some(FrameKind::Failed),
+            4 => Some(FrameKind::Cancel),
             _ => None,
         }
     }

@@ -9,7 +9,8 @@ use weir_helper::{
 };
 
 /// The helper's jobs: `sleep:MS:TAG` answers TAG after MS milliseconds, `exit` kills
-/// the helper, `stat` answers the helper's `/proc/self/stat`, `fail` fails.
+/// the helper, `stat` answers the helper's `/proc/self/stat`, `touch:PATH` creates the
+/// file PATH (so a test sees whether the job ran), `fail` fails.
 fn handler(input: &[u8]) -> Result<Vec<u8>, String> {
     let text = std::str::from_utf8(input).map_err(|e| e.to_string())?;
     match text.split(':').collect::<Vec<_>>()[..] {
@@ -18,6 +19,9 @@ fn handler(input: &[u8]) -> Result<Vec<u8>, String> {
             Ok(tag.as_bytes().to_vec())
         }
         ["exit"] => std::process::exit(3),
+        ["touch", path] => std::fs::write(path, b"ran")
+            .map(|()| b"touched".to_vec())
+            .map_err(|e| e.to_string()),
         // The worker thread's own: under the test harness, the helper's main thread is
         // not the one that set the priority (the pool's threads inherit it).
         ["stat"] => std::fs::read("/proc/thread-self/stat").map_err(|e| e.to_string()),
@@ -185,4 +189,28 @@ async fn helpers_run_at_the_configured_priority_and_stop_with_the_pool() {
         assert!(Instant::now() < deadline, "helpers outlived their pool");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+#[tokio::test]
+async fn a_job_nobody_waits_for_any_more_is_dropped_by_its_helper() {
+    let pool = Pool::start(config(1, 1)).unwrap();
+    let marker = std::env::temp_dir().join(format!("weir-helper-cancel-{}", std::process::id()));
+    let _ = std::fs::remove_file(&marker);
+    // One helper with one thread: the touch job waits behind the slow one, and its
+    // caller gives up long before the slow one ends.
+    let slow = job(&pool, "sleep:800:slow");
+    let touch = format!("touch:{}", marker.display());
+    let given_up =
+        async { tokio::time::timeout(Duration::from_millis(100), job(&pool, &touch)).await };
+    let (slow, given_up) = tokio::join!(slow, given_up);
+    assert_eq!(slow.unwrap(), "slow");
+    assert!(given_up.is_err(), "the caller stopped waiting");
+    // A job sent after it is answered after the cancelled one's turn has passed.
+    assert_eq!(job(&pool, "sleep:1:after").await.unwrap(), "after");
+    assert!(!marker.exists(), "the cancelled job did not run");
+    // The helper goes on serving.
+    let touched = job(&pool, &touch).await.unwrap();
+    assert_eq!(touched, "touched");
+    assert!(marker.exists());
+    let _ = std::fs::remove_file(&marker);
 }
