@@ -18,7 +18,7 @@ use weir_api::{CacheLookup, Event};
 
 mod fill;
 pub(crate) mod range;
-use fill::{revalidate_in_background, start_fetch, Fill};
+use fill::{fetch_in_background, start_fetch, Fill};
 
 /// What a flight's readers learn when the origin's response head arrives.
 pub(crate) type FlightHead = Arc<FlightOutcome>;
@@ -115,7 +115,7 @@ pub(crate) async fn serve(
             let window = engine.cache.settings().stale_while_revalidate;
             if object.may_serve_stale(&parts.headers, now, StaleUse::WhileRevalidate, window) {
                 let stale = object.clone();
-                revalidate_in_background(engine, &key, &parts, &target, txn, stale, ticket);
+                fetch_in_background(engine, &key, &parts, &target, txn, Some(stale), ticket);
                 return Ok(serve_object(
                     &object,
                     &parts,

@@ -313,11 +313,14 @@ async fn transact(
         drop(body);
         return crate::cached::serve(engine, parts, target, txn).await;
     }
+    // A range miss is forwarded with its Range; its key is kept to fill the cache after.
+    let mut range_miss = None;
     if !skip_cache && crate::cached::range::is_range_candidate(&parts) {
         let key = crate::cached::key_for(&target, txn);
-        if let Some(served) = crate::cached::range::from_cache(engine, &parts, key).await {
+        if let Some(served) = crate::cached::range::from_cache(engine, &parts, key.clone()).await {
             return Ok(served);
         }
+        range_miss = Some(key);
     }
     let body = match body {
         ClientBody::Read(read) => read,
@@ -361,6 +364,12 @@ async fn transact(
         && (served.response.status().is_success() || served.response.status().is_redirection())
     {
         crate::cached::invalidate_after_write(engine, &target, served.response.headers());
+    }
+    if let Some(key) = range_miss {
+        if served.response.status() == StatusCode::PARTIAL_CONTENT {
+            let partial = served.response.headers();
+            crate::cached::range::fill_after_partial(engine, &key, &parts, &target, txn, partial);
+        }
     }
     Ok(served)
 }

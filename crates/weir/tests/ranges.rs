@@ -114,3 +114,99 @@ async fn a_range_of_a_large_object_is_read_from_disk() {
     assert_eq!(origin.count("/big"), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An origin that answers `Range: bytes=A-B` with a 206 and anything else with the
+/// whole body, with `cache_control` on both.
+fn ranged(origin: &TestOrigin, path: &str, len: usize, cache_control: &'static str) {
+    let body: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+    origin.route_fn(path, move |req| {
+        let asked = req.header("range").and_then(|r| {
+            let (a, b) = r.strip_prefix("bytes=")?.split_once('-')?;
+            Some((a.parse::<usize>().ok()?, b.parse::<usize>().ok()?))
+        });
+        match asked {
+            Some((a, b)) if a <= b && b < len => Reply::status(206)
+                .body(body[a..=b].to_vec())
+                .header("content-range", format!("bytes {a}-{b}/{len}"))
+                .header("etag", "\"r1\"")
+                .cc(cache_control),
+            _ => Reply::ok(body.clone())
+                .header("etag", "\"r1\"")
+                .cc(cache_control),
+        }
+    });
+}
+
+fn whole_fetches(origin: &TestOrigin, path: &str) -> usize {
+    origin
+        .requests()
+        .iter()
+        .filter(|r| r.path == path && r.header("range").is_none())
+        .count()
+}
+
+/// A range miss is answered with the origin's 206 at once, and the whole object is
+/// then fetched in the background and stored: the next ranges are hits. Not when the
+/// 206 says the object may not be stored, or that it is larger than `max_object`.
+#[tokio::test]
+async fn a_range_miss_fills_the_cache_in_the_background() {
+    let origin = TestOrigin::start();
+    ranged(&origin, "/clip", 10_000, "max-age=600");
+    ranged(&origin, "/private", 10_000, "no-store");
+    ranged(&origin, "/huge", 100_000, "max-age=600");
+    let proxy = Proxy::builder()
+        .forward()
+        .option("cache", "max_object", "\"64KiB\"")
+        .start();
+    let client = proxied_client(proxy.forward_addr());
+    let expected = |a: usize, b: usize| -> String {
+        (a..=b).map(|i| (b'a' + (i % 26) as u8) as char).collect()
+    };
+
+    let url = origin.url("/clip");
+    let first = get(&client, &url, &[("range", "bytes=0-99")]).await;
+    assert_eq!(first.status.as_u16(), 206);
+    assert_eq!(first.text(), expected(0, 99));
+    assert!(!is_hit(&first.cache_status()), "{}", first.cache_status());
+    assert!(
+        origin.wait_until(Duration::from_secs(10), |o| whole_fetches(o, "/clip") == 1),
+        "the whole object was fetched in the background"
+    );
+    // The background fetch stores the object as it ends; wait for the hit.
+    let mut hit = None;
+    for _ in 0..100 {
+        let r = get(&client, &url, &[("range", "bytes=5000-5099")]).await;
+        if is_hit(&r.cache_status()) {
+            hit = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let hit = hit.expect("a later range is a hit");
+    assert_eq!(hit.status.as_u16(), 206);
+    assert_eq!(hit.text(), expected(5000, 5099));
+    assert_eq!(range(&hit).as_deref(), Some("bytes 5000-5099/10000"));
+    let whole = get(&client, &url, &[]).await;
+    assert!(is_hit(&whole.cache_status()));
+    assert_eq!(whole.text(), expected(0, 9_999));
+    assert_eq!(whole_fetches(&origin, "/clip"), 1);
+
+    for path in ["/private", "/huge"] {
+        let url = origin.url(path);
+        for _ in 0..2 {
+            let r = get(&client, &url, &[("range", "bytes=10-19")]).await;
+            assert_eq!(
+                (r.status.as_u16(), r.text()),
+                (206, expected(10, 19)),
+                "{path}"
+            );
+            assert!(!is_hit(&r.cache_status()), "{path}");
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            whole_fetches(&origin, path),
+            0,
+            "{path}: nothing fetched whole"
+        );
+    }
+}

@@ -68,30 +68,38 @@ pub(super) fn start_fetch(
     tokio::spawn(fetch.run(req));
 }
 
-/// Validates a stale copy that was just served, unless a fetch of it is already under
-/// way (so a key is refreshed once, however many clients ask meanwhile).
-pub(super) fn revalidate_in_background(
+/// Validates a stale copy that was just served (`stale`), or fetches a response that
+/// no client waits for to store it (`stale` is `None`), unless a fetch of the key is
+/// already under way (so a key is fetched once, however many clients ask meanwhile).
+/// A fetch without a stale copy stops as soon as its response turns out not to be
+/// stored.
+pub(super) fn fetch_in_background(
     engine: &Arc<Engine>,
     key: &CacheKey,
     parts: &request::Parts,
     target: &Target,
     txn: &Option<ModTxn>,
-    stale: Arc<CachedObject>,
+    stale: Option<Arc<CachedObject>>,
     ticket: weir_cache::Ticket,
 ) {
     if let Ok(Join::Leader(flight, mut reader)) =
         engine.flights.join(key, || None::<Arc<CachedObject>>)
     {
+        let validating = stale.is_some();
         let fill = Fill {
             key: key.clone(),
             flight,
-            stale: Some(stale),
+            stale,
             ticket,
         };
         start_fetch(engine, fill, parts, target, txn);
         // A fetch stops when nobody reads it; this reader keeps it going to the end.
         tokio::spawn(async move {
-            if reader.head().await.is_some() {
+            let Some(head) = reader.head().await else {
+                return;
+            };
+            let stored = matches!(&*head, FlightOutcome::Response(h) if h.shareable);
+            if validating || stored {
                 while let Some(Ok(_)) = reader.next_chunk().await {}
             }
         });

@@ -1,7 +1,11 @@
 //! Range requests (RFC 9110 §14) answered from a fresh stored copy: one range gets a
 //! 206 with the slice, an unsatisfiable one a 416, anything else (several ranges, a
 //! syntax Weir does not serve, an `If-Range` that does not match) the whole object.
-//! Without a fresh copy the request is forwarded as before and nothing is stored.
+//! Without a fresh copy the request is forwarded with its `Range`, and the client gets
+//! the origin's 206 at once. When that 206 says the whole object is storable and no
+//! larger than `[cache] max_object`, Weir then fetches the whole object in the
+//! background and stores it, so the next ranges of it are hits (as nginx and Varnish
+//! fill their caches from range requests; without the wait of fetching it all first).
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -9,12 +13,14 @@ use std::time::SystemTime;
 use futures_util::stream;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Response, StatusCode};
-use weir_cache::{CacheKey, CachedObject, Lookup};
+use weir_cache::{CacheKey, CachedObject, Lookup, StoragePolicy};
 
-use super::{serve_object, HIT};
+use super::fill::fetch_in_background;
+use super::{serve_object, strip_body, HIT};
 use crate::body::ProxyBody;
 use crate::metrics::CacheOutcome;
-use crate::service::{Engine, Served};
+use crate::modules::ModTxn;
+use crate::service::{Engine, Served, Target};
 
 /// A GET with one `Range` header, which a stored copy may answer.
 pub(crate) fn is_range_candidate(parts: &request::Parts) -> bool {
@@ -74,6 +80,54 @@ pub(crate) async fn from_cache(
         upstream: None,
         origin_body: false,
     })
+}
+
+/// After the origin answered a range miss with `partial` (a 206): fetches and stores
+/// the whole object in the background when the 206's own caching fields say a 200 with
+/// them would be stored and its `Content-Range` says the whole fits in
+/// `[cache] max_object`. Nothing happens for a module that skips the cache, or when a
+/// fetch of the object is already under way.
+pub(crate) fn fill_after_partial(
+    engine: &Arc<Engine>,
+    key: &CacheKey,
+    parts: &request::Parts,
+    target: &Target,
+    txn: &Option<ModTxn>,
+    partial: &HeaderMap,
+) {
+    let settings = engine.cache.settings();
+    let Some(total) = complete_length(partial) else {
+        return;
+    };
+    if total == 0 || total > settings.max_object_bytes {
+        return;
+    }
+    if txn.as_ref().is_some_and(|t| t.txn.cache_overrides().skip) {
+        return;
+    }
+    let mut whole = strip_body(parts);
+    whole.headers.remove(header::RANGE);
+    whole.headers.remove(header::IF_RANGE);
+    let mut head = Response::new(()).into_parts().0;
+    head.headers = partial.clone();
+    head.headers.remove(header::CONTENT_RANGE);
+    head.headers
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(total));
+    let now = SystemTime::now();
+    let policy = StoragePolicy::new(&whole, &head, now, settings.heuristic_fraction);
+    if !policy.is_worth_storing(now) {
+        return;
+    }
+    let ticket = engine.cache.ticket();
+    fetch_in_background(engine, key, &whole, target, txn, None, ticket);
+}
+
+/// The complete length in a 206's `Content-Range: bytes FIRST-LAST/LENGTH`.
+fn complete_length(partial: &HeaderMap) -> Option<u64> {
+    let value = partial.get(header::CONTENT_RANGE)?.to_str().ok()?.trim();
+    let rest = value.strip_prefix("bytes ")?;
+    let (_, length) = rest.split_once('/')?;
+    length.trim().parse().ok()
 }
 
 /// A 206 with bytes `first..=last` of the object.
