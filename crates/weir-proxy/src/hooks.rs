@@ -15,7 +15,10 @@ use crate::metrics::ErrorKind;
 use crate::modules::{call, run_event, Hook, ModTxn};
 use crate::service::Engine;
 
+mod budget;
 mod whole;
+
+pub(crate) use budget::{HeldBudget, Room};
 pub(crate) use whole::{
     hook_request_body, whole_request, whole_response, BodySource, RequestSlot, Whole, WholeRequest,
 };
@@ -190,6 +193,8 @@ pub(crate) struct BodyStage {
     limit: u64,
     mode: StageMode,
     held: bytes::BytesMut,
+    /// What `held` takes of `[limits] module_body_total`.
+    room: Room,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -206,6 +211,7 @@ impl BodyStage {
             limit,
             mode: StageMode::Undecided,
             held: bytes::BytesMut::new(),
+            room: Room::default(),
         }
     }
 
@@ -243,9 +249,13 @@ impl BodyStage {
             StageMode::Unchanged => return Ok(data),
             StageMode::Chunks | StageMode::Undecided => BodyChunk { data, last },
             StageMode::Whole => {
-                if (self.held.len() + data.len()) as u64 > self.limit {
-                    // Too large to hand over whole: the module never sees this body.
+                let total = (self.held.len() + data.len()) as u64;
+                if total > self.limit || !engine.held.cover(&mut self.room, total, &engine.metrics)
+                {
+                    // Too large to hand over whole, or no room left to hold it: the
+                    // module never sees this body.
                     self.mode = StageMode::Unchanged;
+                    self.room = Room::default();
                     let mut out = std::mem::take(&mut self.held);
                     out.extend_from_slice(&data);
                     return Ok(out.freeze());
@@ -261,6 +271,8 @@ impl BodyStage {
             }
         };
         body_events(engine, m, events, &mut chunk).await?;
+        // The modules have had the whole body: its room is given back.
+        self.room = Room::default();
         Ok(chunk.data)
     }
 }

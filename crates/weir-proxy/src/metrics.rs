@@ -199,6 +199,7 @@ pub struct Metrics {
     purge_source: purge::PurgeSource,
     listener: listener::ListenerCounters,
     module_failures: prometheus_client::metrics::family::Family<Vec<(String, String)>, Counter>,
+    module_body_refused: Counter,
     /// Counters modules registered: (metric name, help, counter).
     module_counters: Mutex<Vec<(String, String, weir_api::Counter)>>,
 }
@@ -314,9 +315,16 @@ impl Metrics {
             module_failures.clone(),
         );
 
+        let module_body_refused = add(
+            &mut r,
+            "module_body_refused",
+            "Bodies a module wanted whole that passed unheld: [limits] module_body_total was taken",
+        );
+
         Metrics {
             module_counters: Mutex::new(Vec::new()),
             module_failures,
+            module_body_refused,
             registry: r,
             requests,
             durations,
@@ -367,6 +375,11 @@ impl Metrics {
             );
         }
         out
+    }
+
+    /// A body passed unheld because `[limits] module_body_total` was taken.
+    pub(crate) fn module_body_refused(&self) {
+        self.module_body_refused.inc();
     }
 
     /// A module's callback panicked (rare: the label lookup is acceptable here).

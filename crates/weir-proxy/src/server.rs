@@ -122,6 +122,9 @@ impl Server {
         }
         // One engine per listener: the same cache, pool and log, each with the modules
         // its listener names.
+        let held = Arc::new(crate::hooks::HeldBudget::new(
+            config.limits.module_body_total.0,
+        ));
         let engine_for = |modules| {
             Arc::new(Engine {
                 cache: cache.clone(),
@@ -132,6 +135,7 @@ impl Server {
                 limits: config.limits.clone(),
                 connect_timeout: config.timeouts.connect.0,
                 client_body_idle: config.timeouts.client_body_idle.0,
+                held: held.clone(),
                 modules: arc_swap::ArcSwap::new(modules),
             })
         };

@@ -35,6 +35,8 @@ pub(crate) struct Engine {
     pub connect_timeout: std::time::Duration,
     /// `[timeouts] client_body_idle`.
     pub client_body_idle: std::time::Duration,
+    /// `[limits] module_body_total`, shared by every listener.
+    pub held: Arc<crate::hooks::HeldBudget>,
     /// The modules of this listener and its routes; a reload swaps them, transactions
     /// keep theirs.
     pub modules: arc_swap::ArcSwap<crate::modules::ListenerChains>,

@@ -217,6 +217,51 @@ async fn a_body_over_the_limit_comes_truncated_and_passes_unchanged() {
     weir.stop().await;
 }
 
+/// `[limits] module_body_total` bounds what all transactions hold at once: a body
+/// that would go over it comes truncated, as one over `module_body` does, and passes
+/// unchanged; the refusal is counted. Room held for a body is given back after it.
+#[tokio::test]
+async fn bodies_that_would_go_over_the_total_pass_unheld() {
+    let origin = TestOrigin::start();
+    origin.route("/big", Reply::stream(200_000).cc("no-store"));
+    origin.route("/small", Reply::stream(30_000).cc("no-store"));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let module = Rewriter {
+        on: OnResponse::Shout,
+        seen: seen.clone(),
+    };
+    let weir = Setup::new(&origin)
+        .extra("[limits]\nmodule_body = \"1 MiB\"\nmodule_body_total = \"64 KiB\"\n")
+        .module("rewriter", module)
+        .admin()
+        .start()
+        .await;
+    let got = weir.get("/big").await;
+    assert_eq!(got.status, StatusCode::OK);
+    assert!(got.body == pattern(200_000), "the body passes unchanged");
+    let (len, truncated) = seen.lock().unwrap()[0];
+    assert!(
+        truncated && len > 64 * 1024 && len < 200_000,
+        "{len} {truncated}"
+    );
+    assert!(
+        weir.metrics()
+            .await
+            .contains("weir_module_body_refused_total 1"),
+        "counted"
+    );
+    // Under the total, twice in a row: the first body's room came back.
+    for _ in 0..2 {
+        let got = weir.get("/small").await;
+        assert_eq!(got.body.len(), 30_002, "shouted whole");
+    }
+    assert_eq!(
+        &seen.lock().unwrap()[1..],
+        [(30_000, false), (30_000, false)]
+    );
+    weir.stop().await;
+}
+
 #[tokio::test]
 async fn a_whole_response_answer_replaces_the_response_on_fills_and_pass_through() {
     let origin = TestOrigin::start();

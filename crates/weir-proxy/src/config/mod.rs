@@ -272,6 +272,9 @@ pub struct LimitsConfig {
     /// Largest body a module may ask to receive whole (`Txn::whole_body`); a larger
     /// one passes through unchanged.
     pub module_body: ByteSize,
+    /// The most body bytes modules may hold whole at once, over all transactions; a
+    /// body that would go over it passes as one over `module_body` does.
+    pub module_body_total: ByteSize,
     /// Longest a module's `Flow::Wait` future may take; after it, the module has
     /// failed (a 500, or pass-through when it is optional).
     pub module_wait: Seconds,
@@ -283,6 +286,7 @@ impl Default for LimitsConfig {
             max_request_header: ByteSize(32 << 10),
             max_request_body: ByteSize(1 << 30),
             module_body: ByteSize(16 << 20),
+            module_body_total: ByteSize(256 << 20),
             module_wait: Seconds::from_secs(30.0),
         }
     }

@@ -241,6 +241,12 @@ fn bad_units() {
         "between 0 and",
     );
     fails(
+        "[limits]\nmodule_body_total = \"1MiB\"\n",
+        2,
+        "limits.module_body_total",
+        "at least limits.module_body",
+    );
+    fails(
         "[timeouts]\nclient_body_idle = \"0s\"\n",
         2,
         "timeouts.client_body_idle",

@@ -173,6 +173,12 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
             );
         }
     }
+    if config.limits.module_body_total.0 < config.limits.module_body.0 {
+        report(
+            vec![KeyPath::top("limits").key("module_body_total")],
+            "must be at least limits.module_body".into(),
+        );
+    }
     if config.limits.module_wait.0.is_zero() {
         report(
             vec![KeyPath::top("limits").key("module_wait")],

@@ -13,7 +13,7 @@ use http::{request, response};
 use http_body::Body as _;
 use weir_api::{BodyChunk, Event, Reply, WholeBody};
 
-use super::{decide, BodyStage};
+use super::{decide, BodyStage, Room};
 use crate::body::{BoxError, ClientIncoming, ProxyBody, RequestBody};
 use crate::error::ProxyError;
 use crate::modules::{call, run_event, ModTxn};
@@ -74,33 +74,49 @@ where
 pub(crate) struct Collected {
     pub data: Bytes,
     pub complete: bool,
+    /// What `data` takes of `[limits] module_body_total`, until this is dropped.
+    room: Room,
 }
 
-/// Reads `source` to its end, or until more than `limit` bytes came.
-async fn collect(source: &mut impl BodySource, limit: u64) -> Result<Collected, BoxError> {
+impl Collected {
+    fn new(data: Bytes, complete: bool) -> Collected {
+        Collected {
+            data,
+            complete,
+            room: Room::default(),
+        }
+    }
+}
+
+/// Reads `source` to its end, or until more than `limit` bytes came, or until holding
+/// more would go over `[limits] module_body_total` (then the body is handled as one
+/// over the limit).
+async fn collect(
+    engine: &Engine,
+    source: &mut impl BodySource,
+    limit: u64,
+) -> Result<Collected, BoxError> {
     let mut held = BytesMut::new();
+    let mut room = Room::default();
     loop {
         match std::future::poll_fn(|cx| source.poll_chunk(cx)).await {
             None => {
                 return Ok(Collected {
                     data: held.freeze(),
                     complete: true,
+                    room,
                 })
             }
             Some(Err(e)) => return Err(e),
             Some(Ok(data)) => {
                 if held.is_empty() && data.len() as u64 > limit {
-                    return Ok(Collected {
-                        data,
-                        complete: false,
-                    });
+                    return Ok(Collected::new(data, false));
                 }
+                let total = (held.len() + data.len()) as u64;
+                let fits = total <= limit && engine.held.cover(&mut room, total, &engine.metrics);
                 held.extend_from_slice(&data);
-                if held.len() as u64 > limit {
-                    return Ok(Collected {
-                        data: held.freeze(),
-                        complete: false,
-                    });
+                if !fits {
+                    return Ok(Collected::new(held.freeze(), false));
                 }
             }
         }
@@ -183,7 +199,7 @@ pub(crate) async fn whole_response(
     if chosen.is_empty() {
         return Ok(Whole::NotWanted);
     }
-    let collected = match collect(source, engine.limits.module_body.0).await {
+    let collected = match collect(engine, source, engine.limits.module_body.0).await {
         Ok(c) => c,
         Err(e) => return Ok(Whole::Unreadable(e)),
     };
@@ -213,9 +229,11 @@ pub(crate) async fn whole_response(
         );
         body.data
     };
+    // The room goes with the body until it has been passed on.
     Ok(Whole::Body(Collected {
         data,
         complete: collected.complete,
+        room: collected.room,
     }))
 }
 
@@ -240,14 +258,11 @@ pub(crate) async fn whole_request(
     let max_body = engine.limits.max_request_body.0;
     let limit = engine.limits.module_body.0.min(max_body);
     let collected = if has_body {
-        collect(&mut body, limit)
+        collect(engine, &mut body, limit)
             .await
             .map_err(|e| crate::service::client_body_error(&*e))?
     } else {
-        Collected {
-            data: Bytes::new(),
-            complete: true,
-        }
+        Collected::new(Bytes::new(), true)
     };
     if !collected.complete && collected.data.len() as u64 > max_body {
         return Err(crate::service::body_too_large(max_body));
