@@ -25,6 +25,8 @@ enum OnResponse {
     Shout,
     /// The same, after waiting 50 ms (a helper process or an ICAP service).
     ShoutLater,
+    /// The same, after waiting this long.
+    ShoutAfter(Duration),
     /// Answers 503 when the body is over the limit (fail closed), else goes on.
     RefuseTruncated,
     /// Answers with its own response.
@@ -113,6 +115,11 @@ impl Module for Rewriter {
             }
             OnResponse::ShoutLater => Flow::wait(async move {
                 tokio::time::sleep(Duration::from_millis(50)).await;
+                shout(head, body);
+                Decision::Continue
+            }),
+            OnResponse::ShoutAfter(wait) => Flow::wait(async move {
+                tokio::time::sleep(wait).await;
                 shout(head, body);
                 Decision::Continue
             }),
@@ -217,32 +224,54 @@ async fn a_body_over_the_limit_comes_truncated_and_passes_unchanged() {
     weir.stop().await;
 }
 
-/// `[limits] module_body_total` bounds what all transactions hold at once: a body
-/// that would go over it comes truncated, as one over `module_body` does, and passes
-/// unchanged; the refusal is counted. Room held for a body is given back after it.
+/// `[limits] module_body_total` bounds what all transactions hold at once: while one
+/// body is held (its module waits), a second that would go over the total comes
+/// truncated, as one over `module_body` does, and passes unchanged; the refusal is
+/// counted. The room comes back once a module has had its body.
 #[tokio::test]
 async fn bodies_that_would_go_over_the_total_pass_unheld() {
     let origin = TestOrigin::start();
-    origin.route("/big", Reply::stream(200_000).cc("no-store"));
-    origin.route("/small", Reply::stream(30_000).cc("no-store"));
+    origin.route("/first", Reply::stream(100_000).cc("no-store"));
+    origin.route("/second", Reply::stream(100_000).cc("no-store"));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let module = Rewriter {
-        on: OnResponse::Shout,
+        on: OnResponse::ShoutAfter(Duration::from_millis(1500)),
         seen: seen.clone(),
     };
-    let weir = Setup::new(&origin)
-        .extra("[limits]\nmodule_body = \"1 MiB\"\nmodule_body_total = \"64 KiB\"\n")
-        .module("rewriter", module)
-        .admin()
-        .start()
-        .await;
-    let got = weir.get("/big").await;
-    assert_eq!(got.status, StatusCode::OK);
-    assert!(got.body == pattern(200_000), "the body passes unchanged");
-    let (len, truncated) = seen.lock().unwrap()[0];
+    let weir = Arc::new(
+        Setup::new(&origin)
+            .extra("[limits]\nmodule_body = \"128 KiB\"\nmodule_body_total = \"128 KiB\"\n")
+            .module("rewriter", module)
+            .admin()
+            .start()
+            .await,
+    );
+    let held = {
+        let weir = weir.clone();
+        tokio::spawn(async move { weir.get("/first").await })
+    };
+    // The first body is held while its module waits; the second does not fit beside it.
+    for _ in 0..250 {
+        if !seen.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let second = weir.get("/second").await;
+    assert!(second.body == pattern(100_000), "passes unchanged");
+    let first = held.await.unwrap();
+    assert_eq!(
+        first.body.len(),
+        100_002,
+        "the first was held whole and changed"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2);
+    // In the order the module was called: the first whole, the second truncated.
+    assert_eq!(seen[0], (100_000, false), "{seen:?}");
     assert!(
-        truncated && len > 64 * 1024 && len < 200_000,
-        "{len} {truncated}"
+        seen[1].1 && seen[1].0 < 100_000,
+        "the second came truncated: {seen:?}"
     );
     assert!(
         weir.metrics()
@@ -250,16 +279,9 @@ async fn bodies_that_would_go_over_the_total_pass_unheld() {
             .contains("weir_module_body_refused_total 1"),
         "counted"
     );
-    // Under the total, twice in a row: the first body's room came back.
-    for _ in 0..2 {
-        let got = weir.get("/small").await;
-        assert_eq!(got.body.len(), 30_002, "shouted whole");
-    }
-    assert_eq!(
-        &seen.lock().unwrap()[1..],
-        [(30_000, false), (30_000, false)]
-    );
-    weir.stop().await;
+    // Both rooms are back: the same body fits again.
+    let again = weir.get("/second").await;
+    assert_eq!(again.body.len(), 100_002);
 }
 
 #[tokio::test]
