@@ -1,10 +1,11 @@
-//! Response header fields that several modules read or extend the same way.
+//! Header fields that several modules read or extend the same way.
 
 use weir_api::http::header::{self, Entry};
 use weir_api::http::{HeaderMap, HeaderValue};
 
-/// Whether `Cache-Control` says `no-transform` (RFC 9111, section 5.2.2.6): then no
-/// module may change the body.
+/// Whether `Cache-Control` says `no-transform`: on a response (RFC 9111, section
+/// 5.2.2.6) no module may change the body; on a request (section 5.2.1.6) the client
+/// asks for the body untransformed.
 pub fn no_transform(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::CACHE_CONTROL)

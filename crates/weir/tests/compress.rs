@@ -330,3 +330,25 @@ async fn a_stale_compressed_variant_is_refreshed_by_a_304() {
     assert!(plain.header("content-encoding").is_none());
     assert_eq!(plain.body, script());
 }
+
+/// A client that asks for no transformation (request `Cache-Control: no-transform`)
+/// gets the identity object, whatever it accepts; others still get their encoding.
+#[tokio::test]
+async fn a_request_that_says_no_transform_gets_the_identity() {
+    let origin = origin();
+    let proxy = reverse_with_modules(&origin.base(), MODULE);
+    let client = direct_client();
+    let url = proxy.reverse_url("/app.js");
+    let asks = [
+        ("accept-encoding", "gzip, br"),
+        ("cache-control", "no-transform"),
+    ];
+    for _ in 0..2 {
+        let r = get(&client, &url, &asks).await;
+        assert!(r.header("content-encoding").is_none());
+        assert_eq!(r.body, script());
+    }
+    let r = get(&client, &url, &[("accept-encoding", "gzip")]).await;
+    assert_eq!(r.header("content-encoding").as_deref(), Some("gzip"));
+    assert_eq!(compressed_total(&proxy), 1.0);
+}

@@ -364,3 +364,28 @@ async fn a_stale_transcoded_image_is_refreshed_by_a_304_and_keeps_its_type() {
     assert!(is_hit(&third.cache_status()), "{}", third.cache_status());
     assert_eq!(third.header("content-type").as_deref(), Some("image/webp"));
 }
+
+/// A client that asks for no transformation (request `Cache-Control: no-transform`)
+/// gets the original image, stored apart from the transcoded results, which other
+/// clients still get.
+#[tokio::test]
+async fn a_request_that_says_no_transform_gets_the_original() {
+    let origin = origin();
+    let proxy = reverse_with_modules(&origin.base(), MODULE);
+    let client = direct_client();
+    let url = proxy.reverse_url("/photo-original.jpg");
+    let asks = [
+        ("accept", "image/webp,*/*"),
+        ("cache-control", "no-transform"),
+    ];
+    for round in ["miss", "hit"] {
+        let r = get(&client, &url, &asks).await;
+        assert_eq!(r.body, photo(), "{round}");
+        assert_eq!(r.header("content-type").as_deref(), Some("image/jpeg"));
+        assert_eq!(is_hit(&r.cache_status()), round == "hit", "{round}");
+    }
+    assert_eq!(counter(&proxy, "done"), 0.0);
+    let r = get(&client, &url, &[("accept", "image/webp,*/*")]).await;
+    assert_eq!(format_of(&r.body), ImageFormat::WebP);
+    assert_eq!(counter(&proxy, "done"), 1.0);
+}

@@ -204,7 +204,12 @@ impl Module for Compress {
         request: &'a mut RequestHead,
     ) -> Flow<'a> {
         let head = request.method == Method::HEAD;
-        if !(head || request.method == Method::GET) || request.headers.contains_key(header::RANGE) {
+        // A client that asks for no transformation (request `Cache-Control:
+        // no-transform`, RFC 9111 §5.2.1.6) gets the identity object.
+        if !(head || request.method == Method::GET)
+            || request.headers.contains_key(header::RANGE)
+            || crate::fields::no_transform(&request.headers)
+        {
             return Flow::Continue;
         }
         if let Some(encoding) = negotiate(&request.headers, &self.encodings) {

@@ -60,6 +60,9 @@ pub fn helper_handler(job: &[u8]) -> Result<Vec<u8>, String> {
 
 /// The variant part of WebP results.
 const WEBP_VARIANT: &str = "img=webp";
+/// The variant part of originals kept for clients that asked for no transformation
+/// (request `Cache-Control: no-transform`, RFC 9111 §5.2.1.6).
+const ORIGINAL_VARIANT: &str = "img=orig";
 /// `ETag` suffixes of transcoded bodies.
 const ETAG_JPEG: &str = "tc";
 const ETAG_WEBP: &str = "tcwebp";
@@ -203,10 +206,14 @@ impl Transcode {
     }
 
     fn wants_webp(txn: &Txn) -> bool {
+        Self::has_variant(txn, WEBP_VARIANT)
+    }
+
+    fn has_variant(txn: &Txn, part: &str) -> bool {
         txn.cache_overrides()
             .variant
             .as_deref()
-            .is_some_and(|v| variant::has(v, WEBP_VARIANT))
+            .is_some_and(|v| variant::has(v, part))
     }
 
     fn listed(&self, response: &ResponseHead) -> bool {
@@ -301,7 +308,10 @@ impl Module for Transcode {
         txn: &'a mut Txn,
         request: &'a mut RequestHead,
     ) -> Flow<'a> {
-        if self.settings.webp
+        if headers::no_transform(&request.headers) {
+            // The original, stored apart from the transcoded results.
+            variant::add(txn, ORIGINAL_VARIANT);
+        } else if self.settings.webp
             && request.method == Method::GET
             && !request.headers.contains_key(header::RANGE)
             && headers::accepts_webp(&request.headers)
@@ -327,9 +337,10 @@ impl Module for Transcode {
     }
 
     /// Only images it transcodes are held back whole; everything else streams.
-    fn wants_whole_response(&self, _txn: &mut Txn, response: &ResponseHead) -> bool {
+    fn wants_whole_response(&self, txn: &mut Txn, response: &ResponseHead) -> bool {
         let h = &response.headers;
         response.status == StatusCode::OK
+            && !Self::has_variant(txn, ORIGINAL_VARIANT)
             && self.listed(response)
             && !h.contains_key(header::CONTENT_ENCODING)
             && !h.contains_key(header::CONTENT_RANGE)
