@@ -370,7 +370,8 @@ async fn transact(
     if let Some(key) = range_miss {
         if served.response.status() == StatusCode::PARTIAL_CONTENT {
             let partial = served.response.headers();
-            crate::cached::range::fill_after_partial(engine, &key, &parts, &target, txn, partial);
+            crate::cached::range::fill_after_partial(engine, &key, &parts, &target, txn, partial)
+                .await;
         }
     }
     Ok(served)

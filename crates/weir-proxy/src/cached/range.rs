@@ -85,14 +85,15 @@ pub(crate) async fn from_cache(
 /// After the origin answered a range miss with `partial` (a 206): fetches and stores
 /// the whole object in the background when the 206's own caching fields say a 200 with
 /// them would be stored and its `Content-Range` says the whole fits in
-/// `[cache] max_object`. Nothing happens for a module that skips the cache, or when a
-/// fetch of the object is already under way.
-pub(crate) fn fill_after_partial(
+/// `[cache] max_object`. Nothing happens for a module that skips the cache, when a
+/// fetch of the object is already under way, or when one stored it meanwhile.
+pub(crate) async fn fill_after_partial(
     engine: &Arc<Engine>,
     key: &CacheKey,
     parts: &request::Parts,
     target: &Target,
-    txn: &Option<ModTxn>,
+    // `&mut`: a shared reference to the transaction would make this future not `Send`.
+    txn: &mut Option<ModTxn>,
     partial: &HeaderMap,
 ) {
     let settings = engine.cache.settings();
@@ -119,7 +120,15 @@ pub(crate) fn fill_after_partial(
         return;
     }
     let ticket = engine.cache.ticket();
-    fetch_in_background(engine, key, &whole, target, txn, None, ticket);
+    // A fill that ended while this range was forwarded has stored it already.
+    let mut found = engine.cache.lookup(key, &whole, now);
+    if matches!(found, Lookup::Miss) && engine.cache.has_disk() {
+        found = engine.cache.lookup_disk(key, &whole, now).await;
+    }
+    if matches!(found, Lookup::Fresh(_)) {
+        return;
+    }
+    fetch_in_background(engine, key, &whole, target, &*txn, None, ticket);
 }
 
 /// The complete length in a 206's `Content-Range: bytes FIRST-LAST/LENGTH`.
