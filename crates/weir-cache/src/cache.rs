@@ -86,7 +86,9 @@ pub struct Cache {
     pub(crate) storage: Box<dyn Storage>,
     pub(crate) disk: Option<DiskTier>,
     settings: CacheSettings,
-    pub(crate) invalidations: Invalidations,
+    /// Shared with the disk tier's index rebuild, which must not bring back what an
+    /// invalidation removed while it ran.
+    pub(crate) invalidations: Arc<Invalidations>,
     /// The keys stored with a module's variant, by URL, so that invalidating a URL
     /// reaches them without walking the whole cache. Stale keys are harmless (removing
     /// a missing key does nothing) and are swept when the index grows.
@@ -106,13 +108,19 @@ const MODULE_VARIANT_SWEEP: usize = 4096;
 
 impl Cache {
     /// A cache with a memory tier sized by `settings`, and a disk tier when it names
-    /// one. Opening the disk tier reads the header of every entry file (blocking).
+    /// one. The disk tier's index is rebuilt from its files in the background
+    /// ([`DiskStats::loading`](crate::DiskStats::loading) until it is done); meanwhile the disk tier finds nothing
+    /// and stores nothing, and the memory tier works as usual.
     pub fn new(settings: CacheSettings) -> Cache {
+        let invalidations = Arc::new(Invalidations::new(RETAIN_FOR, RETAIN_AT_MOST));
         Cache {
             storage: Box::new(MemoryStorage::new(settings.memory_bytes)),
-            disk: settings.disk.as_ref().map(DiskTier::open),
+            disk: settings
+                .disk
+                .as_ref()
+                .map(|d| DiskTier::open(d, invalidations.clone())),
             settings,
-            invalidations: Invalidations::new(RETAIN_FOR, RETAIN_AT_MOST),
+            invalidations,
             module_variants: Mutex::default(),
             listener: OnceLock::new(),
             stats: Default::default(),

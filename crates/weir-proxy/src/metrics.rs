@@ -285,6 +285,11 @@ impl Metrics {
             figure(|f| f.disk.entries, false),
         );
         r.register(
+            "cache_disk_loading",
+            "1 while the disk tier's index is rebuilt from its files at startup (it finds and stores nothing meanwhile)",
+            figure(|f| u64::from(f.disk.loading), false),
+        );
+        r.register(
             "cache_disk_writes",
             "Entries written to the disk tier",
             figure(|f| f.disk.writes, true),
@@ -296,7 +301,7 @@ impl Metrics {
         );
         r.register(
             "cache_disk_writes_dropped",
-            "Writes skipped because the disk writer was too far behind",
+            "Writes skipped because the disk writer was too far behind, or the index was still being rebuilt",
             figure(|f| f.disk.writes_dropped, true),
         );
         r.register(

@@ -22,6 +22,7 @@ use http::{HeaderMap, HeaderName};
 
 use crate::adapted::Adapted;
 use crate::body::{Body, FileBody};
+use crate::invalidation::{Invalidations, Ticket};
 use crate::key::CacheKey;
 use crate::object::CachedObject;
 use crate::storage::VariantSet;
@@ -52,6 +53,9 @@ pub struct DiskStats {
     pub writes_dropped: u64,
     /// Entries found damaged (at startup or when read) and dropped.
     pub damaged: u64,
+    /// Whether the index is still being rebuilt from the files (at startup): until it
+    /// is, the tier finds and stores nothing.
+    pub loading: bool,
 }
 
 #[derive(Clone)]
@@ -93,6 +97,9 @@ pub(crate) struct Shared {
     failing: AtomicBool,
     /// Whether any key made by a module's variant was indexed.
     module_variants: AtomicBool,
+    /// The index is being rebuilt from the files: new writes would take ids that old
+    /// files may still hold, so nothing is written until it is done.
+    loading: AtomicBool,
 }
 
 /// The disk tier.
@@ -118,9 +125,23 @@ impl DamageReport {
 }
 
 impl DiskTier {
-    /// Opens the tier at `settings.path`, rebuilding the index from the files there.
-    /// A directory that cannot be used is logged; writes are retried later.
-    pub(crate) fn open(settings: &DiskSettings) -> DiskTier {
+    /// Opens the tier at `settings.path` and rebuilds the index from the files there on
+    /// a thread of its own, so the proxy serves (from memory and the origins) while it
+    /// runs. Entries that an invalidation since the start of the rebuild applies to
+    /// are not brought back (see [`Invalidations`]). A directory that cannot be used
+    /// is logged; writes are retried later.
+    pub(crate) fn open(settings: &DiskSettings, invalidations: Arc<Invalidations>) -> DiskTier {
+        let ticket = invalidations.ticket();
+        Self::open_at(settings, invalidations, ticket)
+    }
+
+    /// [`DiskTier::open`], with the rebuild refusing entries that an invalidation
+    /// since `ticket` applies to.
+    fn open_at(
+        settings: &DiskSettings,
+        invalidations: Arc<Invalidations>,
+        ticket: Ticket,
+    ) -> DiskTier {
         let dir = settings.path.clone();
         let evict_dir = dir.clone();
         let index = moka::sync::Cache::builder()
@@ -148,10 +169,31 @@ impl DiskTier {
             counters: Counters::default(),
             failing: AtomicBool::new(false),
             module_variants: AtomicBool::new(false),
+            loading: AtomicBool::new(true),
         });
-        scan::rebuild(&shared);
+        tracing::info!(dir = %shared.dir.display(), "disk cache: rebuilding the index in the background");
+        let scanned = shared.clone();
+        let scan = move || {
+            scan::rebuild(&scanned, &invalidations, ticket);
+            scanned.loading.store(false, Ordering::Release);
+        };
+        let spawned = std::thread::Builder::new()
+            .name("weir-disk-scan".into())
+            .spawn(scan.clone());
+        if let Err(e) = spawned {
+            tracing::warn!("disk cache: cannot start the index rebuild thread ({e}); rebuilding before going on");
+            scan();
+        }
         let writer = writer::Writer::start(shared.clone());
         DiskTier { shared, writer }
+    }
+
+    /// Waits (blocking) until the index rebuild is done.
+    #[cfg(test)]
+    pub(crate) fn wait_loaded(&self) {
+        while self.shared.loading.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     /// The entry `request_headers` selects for the URL key `key`: an object still
@@ -217,6 +259,13 @@ impl DiskTier {
     /// Queues `object` to be written under `key` (a variant of `base` when it varies).
     /// Returns at once; the entry becomes visible when the file is complete.
     pub(crate) fn write(&self, key: CacheKey, base: Option<CacheKey>, object: Arc<CachedObject>) {
+        if self.shared.loading.load(Ordering::Acquire) {
+            self.shared
+                .counters
+                .writes_dropped
+                .fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         self.shared.pending().insert(
             key.clone(),
@@ -329,6 +378,7 @@ impl DiskTier {
             write_errors: s.counters.write_errors.load(Ordering::Relaxed),
             writes_dropped: s.counters.writes_dropped.load(Ordering::Relaxed),
             damaged: s.counters.damaged.load(Ordering::Relaxed),
+            loading: s.loading.load(Ordering::Acquire),
         }
     }
 }

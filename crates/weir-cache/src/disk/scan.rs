@@ -6,12 +6,15 @@ use std::time::Instant;
 
 use super::format::{self, Damage};
 use super::{object_path, temp_dir, EntryMeta, Shared};
+use crate::invalidation::{Invalidations, Ticket};
 use crate::key::CacheKey;
 
 /// Reads the header of every entry file under the directory and indexes the good
 /// ones, oldest first so that a newer file for the same key wins. Stray temporary
-/// files (a write cut short by a crash) and damaged files are removed.
-pub(super) fn rebuild(shared: &Shared) {
+/// files (a write cut short by a crash) and damaged files are removed, and so are
+/// entries that an invalidation since `ticket` (the start of the rebuild) applies to:
+/// the proxy serves while this runs, and a purge meanwhile must not be undone.
+pub(super) fn rebuild(shared: &Shared, invalidations: &Invalidations, ticket: Ticket) {
     let started = Instant::now();
     let dir = &shared.dir;
     if let Err(e) = fs::create_dir_all(temp_dir(dir)) {
@@ -52,9 +55,21 @@ pub(super) fn rebuild(shared: &Shared) {
     found.sort_by_key(|e| e.meta.id);
     let max_id = found.last().map_or(0, |e| e.meta.id);
     shared.next_id.store(max_id + 1, Ordering::Relaxed);
-    let count = found.len();
+    let mut count = 0;
+    let mut invalidated = 0u64;
     for e in found {
-        shared.link(e.key, e.base, e.vary, e.meta);
+        // Linked under the permit: an invalidation either comes before (and refuses
+        // it here) or after (and finds it in the index).
+        match invalidations.permit(ticket, e.key.url(), &e.meta.tags) {
+            Some(_permit) => {
+                shared.link(e.key, e.base, e.vary, e.meta);
+                count += 1;
+            }
+            None => {
+                invalidated += 1;
+                let _ = fs::remove_file(object_path(dir, e.meta.id));
+            }
+        }
     }
     shared.index.run_pending_tasks();
     shared
@@ -66,6 +81,7 @@ pub(super) fn rebuild(shared: &Shared) {
         entries = count,
         bytes = shared.index.weighted_size(),
         damaged,
+        invalidated,
         elapsed_ms = started.elapsed().as_millis() as u64,
         "disk cache: index rebuilt"
     );

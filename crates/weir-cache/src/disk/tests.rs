@@ -22,7 +22,15 @@ fn temp_dir() -> PathBuf {
     dir
 }
 
+/// A cache on `dir`, once its index is rebuilt.
 fn cache(dir: &std::path::Path, memory_object: u64) -> Cache {
+    let c = loading_cache(dir, memory_object);
+    c.disk.as_ref().unwrap().wait_loaded();
+    c
+}
+
+/// A cache on `dir`, at once.
+fn loading_cache(dir: &std::path::Path, memory_object: u64) -> Cache {
     Cache::new(CacheSettings {
         max_memory_object_bytes: memory_object,
         disk: Some(DiskSettings {
@@ -382,5 +390,64 @@ async fn what_modules_changed_survives_a_restart_and_a_304_refresh() {
         .headers
         .insert("etag", "\"o2\"".parse().unwrap());
     assert!(back.refreshed(&req, &not_modified, now, 0.1).is_none());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The index is rebuilt on a thread of its own while the proxy serves: until it is
+/// done the tier finds and stores nothing, and an entry that an invalidation since the
+/// start of the rebuild applies to is not brought back (its file goes).
+#[tokio::test]
+async fn the_rebuild_runs_behind_and_does_not_undo_a_purge() {
+    let dir = temp_dir();
+    let req = request(&[]);
+    {
+        let c = cache(&dir, 1 << 16);
+        for path in ["/kept", "/purged"] {
+            assert!(c.store(&key(path), &req, object(&req, b"body", &[]), c.ticket()));
+        }
+        c.flush();
+        assert_eq!(c.disk_stats().unwrap().writes, 2);
+    }
+    // A purge that comes after the rebuild started, before it links what it read.
+    let invalidations = std::sync::Arc::new(crate::invalidation::Invalidations::new(
+        crate::RETAIN_FOR,
+        crate::RETAIN_AT_MOST,
+    ));
+    let ticket = invalidations.ticket();
+    let seq = invalidations.record(
+        crate::Invalidation::Url(key("/purged").url().to_string()),
+        std::time::Instant::now(),
+    );
+    invalidations.done(seq);
+    let settings = DiskSettings {
+        path: dir.clone(),
+        size_bytes: 64 << 20,
+    };
+    let tier = super::DiskTier::open_at(&settings, invalidations, ticket);
+    tier.wait_loaded();
+    assert!(!tier.stats().loading);
+    assert!(tier.find(&key("/kept"), &HeaderMap::new()).is_some());
+    assert!(tier.find(&key("/purged"), &HeaderMap::new()).is_none());
+    assert_eq!(tier.stats().entries, 1);
+    assert_eq!(
+        entry_files(&dir).len(),
+        1,
+        "the purged entry's file is gone"
+    );
+    drop(tier);
+
+    // While the rebuild runs, nothing is written; the memory tier still works.
+    let c = loading_cache(&dir, 1 << 16);
+    let stored = c.store(&key("/new"), &req, object(&req, b"new", &[]), c.ticket());
+    c.disk.as_ref().unwrap().wait_loaded();
+    c.flush();
+    let stats = c.disk_stats().unwrap();
+    if stats.writes_dropped == 1 {
+        assert!(stored, "in memory");
+        assert_eq!(stats.writes, 0);
+    } else {
+        // The rebuild of one file finished before the store: written as usual.
+        assert_eq!(stats.writes, 1);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

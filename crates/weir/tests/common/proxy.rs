@@ -7,6 +7,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use super::builder::ProxyBuilder;
+use super::client::metric;
 use super::process::{proc_status_kib, send_signal, START_TIMEOUT, WEIR};
 use super::raw::{RawConn, RawResponse};
 
@@ -93,6 +94,19 @@ impl Proxy {
                     );
                 }
                 std::thread::sleep(Duration::from_millis(25));
+            }
+        }
+        // The disk tier's index is rebuilt in the background and the tier stores
+        // nothing until it is done: wait, so that a test's first responses are stored
+        // as on a proxy that has been running.
+        if proxy.admin.is_some() {
+            while Instant::now() < deadline {
+                let r = proxy.metrics_response();
+                let loading = metric(&r.text(), "weir_cache_disk_loading", &[]);
+                if r.status != 200 || loading.unwrap_or(0.0) == 0.0 {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
             }
         }
         proxy
