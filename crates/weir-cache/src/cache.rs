@@ -86,9 +86,7 @@ pub struct Cache {
     pub(crate) storage: Box<dyn Storage>,
     pub(crate) disk: Option<DiskTier>,
     settings: CacheSettings,
-    /// Shared with the disk tier's index rebuild, which must not bring back what an
-    /// invalidation removed while it ran.
-    pub(crate) invalidations: Arc<Invalidations>,
+    pub(crate) invalidations: Invalidations,
     /// The keys stored with a module's variant, by URL, so that invalidating a URL
     /// reaches them without walking the whole cache. Stale keys are harmless (removing
     /// a missing key does nothing) and are swept when the index grows.
@@ -112,15 +110,11 @@ impl Cache {
     /// ([`DiskStats::loading`](crate::DiskStats::loading) until it is done); meanwhile the disk tier finds nothing
     /// and stores nothing, and the memory tier works as usual.
     pub fn new(settings: CacheSettings) -> Cache {
-        let invalidations = Arc::new(Invalidations::new(RETAIN_FOR, RETAIN_AT_MOST));
         Cache {
             storage: Box::new(MemoryStorage::new(settings.memory_bytes)),
-            disk: settings
-                .disk
-                .as_ref()
-                .map(|d| DiskTier::open(d, invalidations.clone())),
+            disk: settings.disk.as_ref().map(DiskTier::open),
             settings,
-            invalidations,
+            invalidations: Invalidations::new(RETAIN_FOR, RETAIN_AT_MOST),
             module_variants: Mutex::default(),
             listener: OnceLock::new(),
             stats: Default::default(),

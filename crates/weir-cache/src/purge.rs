@@ -53,6 +53,11 @@ impl Cache {
     /// objects were removed.
     pub fn purge(&self, what: Invalidation) -> usize {
         let seq = self.invalidations.record(what.clone(), Instant::now());
+        // Before the removals: an index rebuild in progress must not link what this
+        // removes (see DiskTier::note).
+        if let Some(disk) = &self.disk {
+            disk.note(&what);
+        }
         if let Some(listener) = self.listener.get() {
             listener(&what);
         }

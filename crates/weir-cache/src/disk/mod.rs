@@ -22,7 +22,7 @@ use http::{HeaderMap, HeaderName};
 
 use crate::adapted::Adapted;
 use crate::body::{Body, FileBody};
-use crate::invalidation::{Invalidations, Ticket};
+use crate::invalidation::Invalidation;
 use crate::key::CacheKey;
 use crate::object::CachedObject;
 use crate::storage::VariantSet;
@@ -100,6 +100,23 @@ pub(crate) struct Shared {
     /// The index is being rebuilt from the files: new writes would take ids that old
     /// files may still hold, so nothing is written until it is done.
     loading: AtomicBool,
+    /// Invalidations that came while the index was rebuilt, which it must not undo.
+    missed: Mutex<Missed>,
+}
+
+/// The invalidations made while the index is rebuilt: the rebuild links an entry only
+/// if none applies to it. URLs in a set (writes through the proxy invalidate one URL
+/// each, and may be many), the rest in a list.
+#[derive(Default)]
+struct Missed {
+    urls: std::collections::HashSet<String>,
+    others: Vec<Invalidation>,
+}
+
+impl Missed {
+    fn applies(&self, url: &str, tags: &[String]) -> bool {
+        self.urls.contains(url) || self.others.iter().any(|i| i.matches(url, tags))
+    }
 }
 
 /// The disk tier.
@@ -127,21 +144,16 @@ impl DamageReport {
 impl DiskTier {
     /// Opens the tier at `settings.path` and rebuilds the index from the files there on
     /// a thread of its own, so the proxy serves (from memory and the origins) while it
-    /// runs. Entries that an invalidation since the start of the rebuild applies to
-    /// are not brought back (see [`Invalidations`]). A directory that cannot be used
-    /// is logged; writes are retried later.
-    pub(crate) fn open(settings: &DiskSettings, invalidations: Arc<Invalidations>) -> DiskTier {
-        let ticket = invalidations.ticket();
-        Self::open_at(settings, invalidations, ticket)
+    /// runs. Entries that an invalidation made meanwhile applies to are not brought
+    /// back ([`DiskTier::note`]). A directory that cannot be used is logged; writes
+    /// are retried later.
+    pub(crate) fn open(settings: &DiskSettings) -> DiskTier {
+        Self::open_with(settings, Arc::new(std::sync::Barrier::new(1)))
     }
 
-    /// [`DiskTier::open`], with the rebuild refusing entries that an invalidation
-    /// since `ticket` applies to.
-    fn open_at(
-        settings: &DiskSettings,
-        invalidations: Arc<Invalidations>,
-        ticket: Ticket,
-    ) -> DiskTier {
+    /// [`DiskTier::open`], the rebuild linking nothing before `start` is passed (tests
+    /// hold it to make invalidations during a rebuild).
+    fn open_with(settings: &DiskSettings, start: Arc<std::sync::Barrier>) -> DiskTier {
         let dir = settings.path.clone();
         let evict_dir = dir.clone();
         let index = moka::sync::Cache::builder()
@@ -170,13 +182,11 @@ impl DiskTier {
             failing: AtomicBool::new(false),
             module_variants: AtomicBool::new(false),
             loading: AtomicBool::new(true),
+            missed: Mutex::new(Missed::default()),
         });
         tracing::info!(dir = %shared.dir.display(), "disk cache: rebuilding the index in the background");
         let scanned = shared.clone();
-        let scan = move || {
-            scan::rebuild(&scanned, &invalidations, ticket);
-            scanned.loading.store(false, Ordering::Release);
-        };
+        let scan = move || scan::rebuild(&scanned, &start);
         let spawned = std::thread::Builder::new()
             .name("weir-disk-scan".into())
             .spawn(scan.clone());
@@ -186,6 +196,22 @@ impl DiskTier {
         }
         let writer = writer::Writer::start(shared.clone());
         DiskTier { shared, writer }
+    }
+
+    /// Records an invalidation that is about to be carried out, so that an index
+    /// rebuild in progress does not link what it applies to (its removal from the
+    /// index cannot reach entries not linked yet). Nothing once the index is built.
+    pub(crate) fn note(&self, what: &Invalidation) {
+        let mut missed = lock(&self.shared.missed);
+        if !self.shared.loading.load(Ordering::Acquire) {
+            return;
+        }
+        match what {
+            Invalidation::Url(url) => {
+                missed.urls.insert(url.clone());
+            }
+            other => missed.others.push(other.clone()),
+        }
     }
 
     /// Waits (blocking) until the index rebuild is done.

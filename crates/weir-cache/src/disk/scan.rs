@@ -5,20 +5,22 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::format::{self, Damage};
-use super::{object_path, temp_dir, EntryMeta, Shared};
-use crate::invalidation::{Invalidations, Ticket};
+use super::{lock, object_path, temp_dir, EntryMeta, Shared};
 use crate::key::CacheKey;
 
 /// Reads the header of every entry file under the directory and indexes the good
 /// ones, oldest first so that a newer file for the same key wins. Stray temporary
 /// files (a write cut short by a crash) and damaged files are removed, and so are
-/// entries that an invalidation since `ticket` (the start of the rebuild) applies to:
-/// the proxy serves while this runs, and a purge meanwhile must not be undone.
-pub(super) fn rebuild(shared: &Shared, invalidations: &Invalidations, ticket: Ticket) {
+/// entries that an invalidation made while this ran applies to: the proxy serves
+/// meanwhile, and a purge must not be undone. Links nothing before `start` is passed.
+/// Ends the tier's loading state.
+pub(super) fn rebuild(shared: &Shared, start: &std::sync::Barrier) {
     let started = Instant::now();
     let dir = &shared.dir;
     if let Err(e) = fs::create_dir_all(temp_dir(dir)) {
         tracing::error!(dir = %dir.display(), "disk cache: cannot use the directory: {e}; storing will be retried");
+        start.wait();
+        end_loading(shared);
         return;
     }
     if let Ok(stray) = fs::read_dir(temp_dir(dir)) {
@@ -52,25 +54,25 @@ pub(super) fn rebuild(shared: &Shared, invalidations: &Invalidations, ticket: Ti
             }
         }
     }
+    start.wait();
     found.sort_by_key(|e| e.meta.id);
     let max_id = found.last().map_or(0, |e| e.meta.id);
     shared.next_id.store(max_id + 1, Ordering::Relaxed);
     let mut count = 0;
     let mut invalidated = 0u64;
     for e in found {
-        // Linked under the permit: an invalidation either comes before (and refuses
-        // it here) or after (and finds it in the index).
-        match invalidations.permit(ticket, e.key.url(), &e.meta.tags) {
-            Some(_permit) => {
-                shared.link(e.key, e.base, e.vary, e.meta);
-                count += 1;
-            }
-            None => {
-                invalidated += 1;
-                let _ = fs::remove_file(object_path(dir, e.meta.id));
-            }
+        // Checked and linked under the lock that an invalidation takes to note itself
+        // before it removes anything: it either is noted here or finds the entry linked.
+        let missed = lock(&shared.missed);
+        if missed.applies(e.key.url(), &e.meta.tags) {
+            invalidated += 1;
+            let _ = fs::remove_file(object_path(dir, e.meta.id));
+        } else {
+            shared.link(e.key, e.base, e.vary, e.meta);
+            count += 1;
         }
     }
+    end_loading(shared);
     shared.index.run_pending_tasks();
     shared
         .counters
@@ -85,6 +87,14 @@ pub(super) fn rebuild(shared: &Shared, invalidations: &Invalidations, ticket: Ti
         elapsed_ms = started.elapsed().as_millis() as u64,
         "disk cache: index rebuilt"
     );
+}
+
+/// The index is built: the tier finds and stores from now on, and invalidations go
+/// straight to the index.
+fn end_loading(shared: &Shared) {
+    let mut missed = lock(&shared.missed);
+    *missed = Default::default();
+    shared.loading.store(false, Ordering::Release);
 }
 
 struct Scanned {
