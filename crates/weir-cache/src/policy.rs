@@ -8,9 +8,9 @@
 use std::time::{Duration, SystemTime};
 
 use http::{request, response, HeaderMap, HeaderValue};
+use http_cache_semantics::{BeforeRequest, CacheOptions, CachePolicy};
 
 use crate::adapted::Adapted;
-use http_cache_semantics::{BeforeRequest, CacheOptions, CachePolicy};
 
 /// Whether a stored response may be reused for a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -90,43 +90,35 @@ pub fn serve_stdin(handler: Handler) -> io::Result<()> {
     serve(socket, handler, options.threads)
 }
 
-/// The jobs a helper has received and not finished, and those of them the proxy
-/// cancelled. Cancels of jobs already finished are not kept, so both stay as small as
-/// the helper's backlog.
-#[derive(Default)]
-struct Book {
-    live: HashSet<u64>,
-    cancelled: HashSet<u64>,
-}
-
 /// Serves jobs from `socket` on `threads` worker threads until it is closed.
 pub fn serve(socket: UnixStream, handler: Handler, threads: usize) -> io::Result<()> {
     let writer = Arc::new(Mutex::new(socket.try_clone()?));
     let (jobs, queue) = mpsc::channel::<Frame>();
     let queue = Arc::new(Mutex::new(queue));
-    let book = Arc::new(Mutex::new(Book::default()));
+    // The ids of the jobs received and not started. A cancel takes its job out, so a
+    // worker that finds the id gone drops the job; a cancel of a job already started
+    // or finished finds nothing, and the set stays as small as the backlog.
+    let waiting = Arc::new(Mutex::new(HashSet::<u64>::new()));
     let workers: Vec<_> = (0..threads.max(1))
         .map(|_| {
-            let (queue, writer, book) = (queue.clone(), writer.clone(), book.clone());
-            std::thread::spawn(move || work(&queue, &writer, &book, handler))
+            let (queue, writer, waiting) = (queue.clone(), writer.clone(), waiting.clone());
+            std::thread::spawn(move || work(&queue, &writer, &waiting, handler))
         })
         .collect();
     let mut reader = io::BufReader::new(socket);
     let result = loop {
         match Frame::read_from(&mut reader) {
             Ok(Some(frame)) if frame.kind == FrameKind::Job => {
-                if let Ok(mut b) = book.lock() {
-                    b.live.insert(frame.id);
+                if let Ok(mut w) = waiting.lock() {
+                    w.insert(frame.id);
                 }
                 if jobs.send(frame).is_err() {
                     break Err(io::Error::other("every helper worker stopped"));
                 }
             }
             Ok(Some(frame)) if frame.kind == FrameKind::Cancel => {
-                if let Ok(mut b) = book.lock() {
-                    if b.live.contains(&frame.id) {
-                        b.cancelled.insert(frame.id);
-                    }
+                if let Ok(mut w) = waiting.lock() {
+                    w.remove(&frame.id);
                 }
             }
             Ok(Some(_)) => {
@@ -151,7 +143,7 @@ pub fn serve(socket: UnixStream, handler: Handler, threads: usize) -> io::Result
 fn work(
     queue: &Mutex<mpsc::Receiver<Frame>>,
     writer: &Mutex<UnixStream>,
-    book: &Mutex<Book>,
+    waiting: &Mutex<HashSet<u64>>,
     handler: Handler,
 ) {
     loop {
@@ -162,13 +154,7 @@ fn work(
             },
             Err(_) => return,
         };
-        let cancelled = book.lock().is_ok_and(|mut b| {
-            let c = b.cancelled.remove(&job.id);
-            if c {
-                b.live.remove(&job.id);
-            }
-            c
-        });
+        let cancelled = waiting.lock().is_ok_and(|mut w| !w.remove(&job.id));
         if cancelled {
             continue;
         }
@@ -177,10 +163,6 @@ fn work(
             Ok(Err(message)) => (FrameKind::Failed, message.into_bytes()),
             Err(_) => (FrameKind::Failed, b"the job panicked".to_vec()),
         };
-        if let Ok(mut b) = book.lock() {
-            b.live.remove(&job.id);
-            b.cancelled.remove(&job.id);
-        }
         let answer = Frame {
             id: job.id,
             kind,

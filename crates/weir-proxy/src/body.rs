@@ -280,17 +280,18 @@ impl Body for ClientIncoming {
                 Poll::Ready(frame.map(|f| f.map_err(BoxError::from)))
             }
             Poll::Pending => {
-                let deadline = tokio::time::Instant::now() + this.idle;
+                // The clock is read only when the wait starts anew.
                 let timer = match &mut this.timer {
                     Some(t) => {
                         if std::mem::take(&mut this.moved) {
-                            t.as_mut().reset(deadline);
+                            t.as_mut().reset(tokio::time::Instant::now() + this.idle);
                         }
                         t
                     }
-                    None => this
-                        .timer
-                        .insert(Box::pin(tokio::time::sleep_until(deadline))),
+                    None => {
+                        this.moved = false;
+                        this.timer.insert(Box::pin(tokio::time::sleep(this.idle)))
+                    }
                 };
                 match timer.as_mut().poll(cx) {
                     Poll::Ready(()) => {

@@ -250,7 +250,9 @@ impl BodyStage {
             StageMode::Chunks | StageMode::Undecided => BodyChunk { data, last },
             StageMode::Whole => {
                 let total = (self.held.len() + data.len()) as u64;
-                if total > self.limit || !engine.held.cover(&mut self.room, total, &engine.metrics)
+                if !engine
+                    .held
+                    .admits(&mut self.room, total, self.limit, &engine.metrics)
                 {
                     // Too large to hand over whole, or no room left to hold it: the
                     // module never sees this body.

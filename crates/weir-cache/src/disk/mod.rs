@@ -202,7 +202,12 @@ impl DiskTier {
     /// rebuild in progress does not link what it applies to (its removal from the
     /// index cannot reach entries not linked yet). Nothing once the index is built.
     pub(crate) fn note(&self, what: &Invalidation) {
+        // Every write through the proxy invalidates: no lock once the index is built.
+        if !self.shared.loading.load(Ordering::Acquire) {
+            return;
+        }
         let mut missed = lock(&self.shared.missed);
+        // Checked again under the lock, which the end of the rebuild takes too.
         if !self.shared.loading.load(Ordering::Acquire) {
             return;
         }

@@ -35,9 +35,22 @@ impl HeldBudget {
         }
     }
 
+    /// Whether a message may hold `bytes` in all: no more than `limit`
+    /// (`[limits] module_body`), and room for them in the allowance (taken into
+    /// `room`).
+    pub(crate) fn admits(
+        &self,
+        room: &mut Room,
+        bytes: u64,
+        limit: u64,
+        metrics: &Metrics,
+    ) -> bool {
+        bytes <= limit && self.cover(room, bytes, metrics)
+    }
+
     /// Grows `room` to cover `bytes` held in all, without waiting. `false` (and the
     /// refusal counted) when the allowance has no more.
-    pub(crate) fn cover(&self, room: &mut Room, bytes: u64, metrics: &Metrics) -> bool {
+    fn cover(&self, room: &mut Room, bytes: u64, metrics: &Metrics) -> bool {
         let needed = bytes.div_ceil(1024).min(u32::MAX as u64) as u32;
         if needed <= room.kib {
             return true;

@@ -113,7 +113,7 @@ async fn collect(
                     return Ok(Collected::new(data, false));
                 }
                 let total = (held.len() + data.len()) as u64;
-                let fits = total <= limit && engine.held.cover(&mut room, total, &engine.metrics);
+                let fits = engine.held.admits(&mut room, total, limit, &engine.metrics);
                 held.extend_from_slice(&data);
                 if !fits {
                     return Ok(Collected::new(held.freeze(), false));
