@@ -55,12 +55,7 @@ impl OriginFields {
         if fields.is_empty() {
             return None;
         }
-        let mut origin = HeaderMap::new();
-        for name in &fields {
-            for v in self.values.get_all(name) {
-                origin.append(name.clone(), v.clone());
-            }
-        }
+        let origin = crate::compact::copy_headers(&self.values, |n| fields.contains(n));
         Some(Adapted { fields, origin })
     }
 }
@@ -113,12 +108,10 @@ impl Adapted {
 
     /// Bytes it costs in the memory tier.
     pub(crate) fn weight(&self) -> u32 {
-        let values: usize = self
-            .origin
-            .iter()
-            .map(|(k, v)| k.as_str().len() + v.len() + 32)
-            .sum();
-        (values + self.fields.len() * 24 + 64) as u32
+        let size = crate::compact::heap_size(&self.origin)
+            + self.fields.capacity() * std::mem::size_of::<HeaderName>()
+            + std::mem::size_of::<Adapted>();
+        size.min(u32::MAX as usize) as u32
     }
 }
 

@@ -11,6 +11,7 @@ mod adapted;
 mod body;
 mod cache;
 mod coalesce;
+mod compact;
 pub mod conditional;
 mod disk;
 mod invalidation;

@@ -6,11 +6,15 @@ use http::{header, request, response, HeaderMap, HeaderName, StatusCode};
 
 use crate::adapted::Adapted;
 use crate::body::Body;
+use crate::compact::{copy_headers, heap_size};
 use crate::policy::{self, Freshness, StoragePolicy};
 
-/// Fixed bookkeeping cost of one object in the memory tier (maps, policy, Arcs), so
-/// that many tiny objects cannot exceed the configured size.
-const OVERHEAD: usize = 512;
+/// What one object costs the memory tier besides its body and stored headers: the
+/// object itself, its policy (with the fields it keeps and its parsed directives), the
+/// `Arc`, the tier's entry and its eviction bookkeeping. Measured as resident memory
+/// per object over many objects (see docs/operations.md, "Sizing the cache"), so that
+/// the configured size is the memory the cache really holds.
+const OVERHEAD: usize = 1024;
 
 /// A complete response held by the cache. Immutable: a validation makes a new one.
 #[derive(Debug, Clone)]
@@ -42,14 +46,14 @@ impl CachedObject {
         policy: StoragePolicy,
     ) -> Self {
         let body = body.into();
+        // Owned by the object alone, in one allocation (see `compact`).
+        let headers = copy_headers(&headers, |_| true);
         let vary = vary_names(&headers);
-        let header_bytes: usize = headers
-            .iter()
-            .map(|(k, v)| k.as_str().len() + v.len() + 32)
-            .sum();
         // A body in a file costs the memory tier nothing but its handle.
         let body_bytes = body.in_memory().map_or(0, |b| b.len());
-        let weight = (body_bytes + 2 * header_bytes + OVERHEAD).min(u32::MAX as usize) as u32;
+        // The policy keeps about half of the fields again, so the fields count 1.5 times.
+        let header_bytes = heap_size(&headers) * 3 / 2;
+        let weight = (body_bytes + header_bytes + OVERHEAD).min(u32::MAX as usize) as u32;
         CachedObject {
             status,
             headers,
@@ -88,7 +92,7 @@ impl CachedObject {
     pub fn with_tags(mut self, tags: Vec<String>) -> CachedObject {
         self.weight = self
             .weight
-            .saturating_add(tags.iter().map(|t| t.len() as u32 + 24).sum());
+            .saturating_add(tags.iter().map(|t| tag_cost(t)).sum());
         self.tags = tags;
         self
     }
@@ -97,15 +101,15 @@ impl CachedObject {
     pub(crate) fn add_tags(mut self, more: Vec<String>) -> CachedObject {
         for tag in more {
             if !self.tags.contains(&tag) {
-                self.weight = self.weight.saturating_add(tag.len() as u32 + 24);
+                self.weight = self.weight.saturating_add(tag_cost(&tag));
                 self.tags.push(tag);
             }
         }
         self
     }
 
-    /// Bytes this object is charged in the memory tier (body, headers twice because the
-    /// policy keeps a copy, and fixed overhead).
+    /// Bytes this object is charged in the memory tier: its body, its headers (half
+    /// again for the fields its policy keeps) and the fixed cost of an entry.
     pub fn weight(&self) -> u32 {
         self.weight
     }
@@ -195,6 +199,11 @@ impl CachedObject {
     }
 }
 
+/// A tag's string and its slot in the object's list.
+fn tag_cost(tag: &str) -> u32 {
+    (tag.len() + std::mem::size_of::<String>()) as u32
+}
+
 fn text(h: &HeaderMap, name: HeaderName) -> Option<&str> {
     h.get(name).and_then(|v| v.to_str().ok()).map(str::trim)
 }
@@ -225,5 +234,53 @@ impl CachedObject {
         let mut h = crate::conditional::not_modified_headers(&self.headers);
         h.insert(header::AGE, policy::age_value(self.policy.age(now)));
         h
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use http::HeaderValue;
+
+    /// A response head whose values are slices of one large buffer, as hyper parses
+    /// them from a connection's read buffer.
+    fn parsed(buffer: &Bytes) -> (request::Parts, response::Parts) {
+        let value = |range: std::ops::Range<usize>| {
+            HeaderValue::from_maybe_shared(buffer.slice(range)).expect("a valid value")
+        };
+        let mut request = http::Request::new(()).into_parts().0;
+        request.headers.insert(header::HOST, value(0..4));
+        request.headers.insert(header::USER_AGENT, value(4..8));
+        let mut response = http::Response::new(()).into_parts().0;
+        response.headers.insert(header::CACHE_CONTROL, value(8..19));
+        response.headers.insert(header::ETAG, value(20..24));
+        response.headers.insert(header::SERVER, value(24..28));
+        (request, response)
+    }
+
+    #[test]
+    fn a_stored_object_does_not_keep_the_buffer_its_head_was_parsed_from() {
+        let mut text = b"hostuagtmax-age=600 \"e1\"ngnx".to_vec();
+        text.resize(64 << 10, b' ');
+        let buffer = Bytes::from(text);
+        let (request, response) = parsed(&buffer);
+        let now = SystemTime::now();
+        let policy = StoragePolicy::new(&request, &response, now, 0.1);
+        let object = CachedObject::new(
+            StatusCode::OK,
+            response.headers.clone(),
+            Bytes::from_static(b"body"),
+            policy,
+        );
+        drop((request, response));
+        assert!(
+            buffer.is_unique(),
+            "the object or its policy still refers to the parsed buffer"
+        );
+        assert_eq!(object.headers[header::ETAG], "\"e1\"");
+        assert_eq!(object.freshness(&parsed(&buffer).0, now), Freshness::Fresh);
+        // The charge covers the fixed cost, the body and the headers.
+        assert!(object.weight() as usize >= OVERHEAD + 4 + 3 * 28);
     }
 }

@@ -7,10 +7,11 @@
 
 use std::time::{Duration, SystemTime};
 
-use http::{request, response, HeaderMap, HeaderValue};
+use http::{header, request, response, HeaderMap, HeaderName, HeaderValue};
 use http_cache_semantics::{BeforeRequest, CacheOptions, CachePolicy};
 
 use crate::adapted::Adapted;
+use crate::compact::copy_headers;
 
 /// Whether a stored response may be reused for a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +46,8 @@ impl StoragePolicy {
             cache_heuristic: heuristic_fraction,
             ..CacheOptions::default()
         };
-        let inner = CachePolicy::new_options(request, response, response_time, opts);
+        let kept = KeptFields::of(request, response);
+        let inner = CachePolicy::new_options(&kept, &kept, response_time, opts);
         Self::from_inner(inner, &response.headers, response_time)
     }
 
@@ -120,6 +122,78 @@ impl StoragePolicy {
         parts.status = status;
         parts.headers = headers.clone();
         Self::new(request, &parts, now, heuristic_fraction)
+    }
+}
+
+/// Response fields the crate reads after the policy is built. It keeps whatever it is
+/// given for as long as the object is cached, so it is given only these.
+const RESPONSE_FIELDS: [HeaderName; 8] = [
+    header::CACHE_CONTROL,
+    header::PRAGMA,
+    header::EXPIRES,
+    header::DATE,
+    header::AGE,
+    header::LAST_MODIFIED,
+    header::ETAG,
+    header::VARY,
+];
+
+/// What the crate keeps of a request and its response: the fields it reads later, in
+/// one allocation each (see `compact`), and no URI (it only compares URIs through
+/// [`FreshnessProbe`], which the cache key makes equal).
+struct KeptFields {
+    method: http::Method,
+    status: http::StatusCode,
+    request: HeaderMap,
+    response: HeaderMap,
+}
+
+impl KeptFields {
+    fn of(request: &request::Parts, response: &response::Parts) -> KeptFields {
+        let vary = crate::object::vary_names(&response.headers);
+        let request_fields = copy_headers(&request.headers, |n| {
+            n == header::HOST
+                || n == header::AUTHORIZATION
+                || n == header::CACHE_CONTROL
+                || n == header::PRAGMA
+                || vary.contains(n)
+        });
+        let mut response_fields = copy_headers(&response.headers, |n| RESPONSE_FIELDS.contains(n));
+        // Only its presence counts (a shared cache does not reuse such a response
+        // without `public`); the cookie itself need not be kept.
+        if response.headers.contains_key(header::SET_COOKIE) {
+            response_fields.insert(header::SET_COOKIE, HeaderValue::from_static(""));
+        }
+        KeptFields {
+            method: request.method.clone(),
+            status: response.status,
+            request: request_fields,
+            response: response_fields,
+        }
+    }
+}
+
+impl http_cache_semantics::RequestLike for KeptFields {
+    fn uri(&self) -> http::Uri {
+        http::Uri::from_static("/")
+    }
+    fn is_same_uri(&self, _other: &http::Uri) -> bool {
+        true
+    }
+    fn method(&self) -> &http::Method {
+        &self.method
+    }
+    fn headers(&self) -> &HeaderMap {
+        &self.request
+    }
+}
+
+impl http_cache_semantics::ResponseLike for KeptFields {
+    fn status(&self) -> http::StatusCode {
+        self.status
+    }
+    fn headers(&self) -> &HeaderMap {
+        &self.response
     }
 }
 

@@ -6,10 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use weir_proxy::{Config, Server};
 
-/// mimalloc rather than the system allocator: cheaper per allocation, and its cost
-/// does not grow with what was allocated and freed before (docs/architecture.md).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+mod allocator;
 
 /// Loads a configuration file and checks its modules against the built-in ones.
 fn load(path: &std::path::Path) -> Result<Config, weir_proxy::ConfigError> {
@@ -50,6 +47,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    allocator::return_freed_memory_promptly();
     let cli = Cli::parse();
     init_tracing();
     match cli.command {

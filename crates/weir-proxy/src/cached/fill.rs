@@ -502,10 +502,12 @@ fn is_server_error(status: StatusCode) -> bool {
     matches!(status.as_u16(), 500 | 502 | 503 | 504)
 }
 
+/// The stored body in one allocation of exactly its size: a chunk is a slice of the
+/// connection's read buffer, and keeping it would pin that whole buffer in the cache.
 fn concat(chunks: Vec<Bytes>) -> Bytes {
     match chunks.len() {
         0 => Bytes::new(),
-        1 => chunks.into_iter().next().unwrap_or_default(),
+        1 => Bytes::copy_from_slice(&chunks[0]),
         _ => {
             let mut b = BytesMut::with_capacity(chunks.iter().map(Bytes::len).sum());
             for c in chunks {
