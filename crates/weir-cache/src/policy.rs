@@ -11,7 +11,7 @@ use http::{header, request, response, HeaderMap, HeaderName, HeaderValue};
 use http_cache_semantics::{BeforeRequest, CacheOptions, CachePolicy};
 
 use crate::adapted::Adapted;
-use crate::compact::copy_headers;
+use crate::compact::{copy_headers, heap_size};
 
 /// Whether a stored response may be reused for a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +29,16 @@ pub struct StoragePolicy {
     /// Fresh until this instant, for requests without their own cache directives.
     fresh_until: SystemTime,
     has_validator: bool,
+    /// Heap bytes of what the crate keeps (fields and parsed directives), for the
+    /// memory tier's charge. Absent from entries written before it was recorded.
+    #[serde(default = "unknown_kept")]
+    kept_bytes: u32,
+}
+
+/// The charge of a policy read from an older disk entry: about what two small header
+/// maps and their directives cost.
+fn unknown_kept() -> u32 {
+    1536
 }
 
 impl StoragePolicy {
@@ -48,18 +58,20 @@ impl StoragePolicy {
         };
         let kept = KeptFields::of(request, response);
         let inner = CachePolicy::new_options(&kept, &kept, response_time, opts);
-        Self::from_inner(inner, &response.headers, response_time)
-    }
-
-    fn from_inner(inner: CachePolicy, headers: &HeaderMap, now: SystemTime) -> StoragePolicy {
-        let fresh_until = now + inner.time_to_live(now);
-        let has_validator = headers.contains_key(http::header::ETAG)
-            || headers.contains_key(http::header::LAST_MODIFIED);
+        let fresh_until = response_time + inner.time_to_live(response_time);
+        let has_validator = response.headers.contains_key(http::header::ETAG)
+            || response.headers.contains_key(http::header::LAST_MODIFIED);
         StoragePolicy {
             inner,
             fresh_until,
             has_validator,
+            kept_bytes: kept.heap_size().min(u32::MAX as usize) as u32,
         }
+    }
+
+    /// Heap bytes it keeps (for the memory tier's charge).
+    pub(crate) fn heap_size(&self) -> usize {
+        self.kept_bytes as usize
     }
 
     /// The same policy with its freshness set by a module: fresh for `ttl` from `now`.
@@ -170,6 +182,30 @@ impl KeptFields {
             request: request_fields,
             response: response_fields,
         }
+    }
+}
+
+impl KeptFields {
+    /// What the crate's copy costs on the heap: the two maps, and its parsed
+    /// `Cache-Control` directives (a table per message that has any, and a string or
+    /// two per directive).
+    fn heap_size(&self) -> usize {
+        let directives = |h: &HeaderMap| -> usize {
+            let n: usize = h
+                .get_all(header::CACHE_CONTROL)
+                .iter()
+                .map(|v| v.as_bytes().split(|&b| b == b',').count())
+                .sum();
+            if n == 0 {
+                0
+            } else {
+                160 + n * 96
+            }
+        };
+        heap_size(&self.request)
+            + heap_size(&self.response)
+            + directives(&self.request)
+            + directives(&self.response)
     }
 }
 
