@@ -3,10 +3,9 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::disk::DamageReport;
 
@@ -120,20 +119,7 @@ impl std::fmt::Debug for FileBody {
 impl FileBody {
     /// Reads `len` bytes at `pos` (relative to the body) on a blocking thread.
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
-        let file = self.file.clone();
-        let at = self.offset + pos;
-        let read = move || {
-            let mut buf = BytesMut::zeroed(len);
-            file.read_exact_at(&mut buf, at)?;
-            Ok(buf.freeze())
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(h) => h
-                .spawn_blocking(read)
-                .await
-                .unwrap_or_else(|e| Err(io::Error::other(e))),
-            Err(_) => read(),
-        }
+        crate::spill::read_at(&self.file, self.offset + pos, len).await
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::SystemTime;
 
 use http::{request, HeaderName};
 
+use crate::budget::FillBudget;
 use crate::disk::{DiskSettings, DiskTier};
 use crate::invalidation::{Invalidation, Invalidations, Ticket, RETAIN_AT_MOST, RETAIN_FOR};
 use crate::key::CacheKey;
@@ -35,6 +36,8 @@ pub struct CacheSettings {
     pub stale_while_revalidate: std::time::Duration,
     /// `stale-if-error` for responses that do not say.
     pub stale_if_error: std::time::Duration,
+    /// Bytes that fills in flight may hold in memory at once (see [`FillBudget`]).
+    pub fill_memory_bytes: u64,
 }
 
 impl CacheSettings {
@@ -62,6 +65,7 @@ impl Default for CacheSettings {
             disk: None,
             stale_while_revalidate: std::time::Duration::ZERO,
             stale_if_error: std::time::Duration::ZERO,
+            fill_memory_bytes: 32 << 20,
         }
     }
 }
@@ -93,6 +97,7 @@ pub struct Cache {
     pub(crate) module_variants: Mutex<ModuleVariants>,
     pub(crate) listener: OnceLock<InvalidationListener>,
     pub(crate) stats: crate::purge::Counters,
+    fills: Arc<FillBudget>,
 }
 
 #[derive(Default)]
@@ -113,12 +118,18 @@ impl Cache {
         Cache {
             storage: Box::new(MemoryStorage::new(settings.memory_bytes)),
             disk: settings.disk.as_ref().map(DiskTier::open),
-            settings,
             invalidations: Invalidations::new(RETAIN_FOR, RETAIN_AT_MOST),
             module_variants: Mutex::default(),
             listener: OnceLock::new(),
             stats: Default::default(),
+            fills: FillBudget::new(settings.fill_memory_bytes),
+            settings,
         }
+    }
+
+    /// The bound on what fills hold in memory, shared by every fill of this cache.
+    pub fn fill_budget(&self) -> &Arc<FillBudget> {
+        &self.fills
     }
 
     /// The invalidation sequence number now. A fetch takes one before it looks the

@@ -9,6 +9,7 @@
 
 mod adapted;
 mod body;
+mod budget;
 mod cache;
 mod coalesce;
 mod compact;
@@ -19,6 +20,7 @@ mod key;
 mod object;
 mod policy;
 mod purge;
+mod spill;
 mod stale;
 mod storage;
 mod tags;
@@ -26,6 +28,7 @@ mod tiered;
 
 pub use adapted::{Adapted, OriginFields};
 pub use body::{Body, BodyReader, FileBody};
+pub use budget::{FillBudget, FillHold};
 pub use cache::{Cache, CacheSettings, InvalidationListener, Lookup};
 pub use coalesce::{Coalescer, Flight, FlightReader, Join};
 pub use disk::{DiskSettings, DiskStats};
@@ -34,6 +37,7 @@ pub use key::CacheKey;
 pub use object::{vary_names, CachedObject};
 pub use policy::{Freshness, StoragePolicy};
 pub use purge::PurgeStats;
+pub use spill::{Spill, SpillFile, SPILL_BATCH};
 pub use stale::{directive, StaleUse};
 pub use storage::{MemoryStorage, Storage, StoredItem};
 pub use tags::DEFAULT_TAG_HEADERS;

@@ -11,6 +11,7 @@ use crate::disk::{DiskStats, DiskTier};
 use crate::key::CacheKey;
 use crate::object::CachedObject;
 use crate::policy::Freshness;
+use crate::spill::Spill;
 
 impl Cache {
     /// Whether there is a disk tier to look in after a memory miss.
@@ -18,8 +19,9 @@ impl Cache {
         self.disk.is_some()
     }
 
-    /// The largest body the memory tier keeps.
-    pub(crate) fn memory_object_limit(&self) -> u64 {
+    /// The largest body the memory tier keeps: larger ones are stored on disk only
+    /// (a fill goes there as it arrives, see [`Cache::spill`]), or not at all.
+    pub fn memory_object_limit(&self) -> u64 {
         if self.disk.is_some() {
             self.settings().max_memory_object_bytes
         } else {
@@ -66,6 +68,13 @@ impl Cache {
             .as_ref()
             .map(|d| d.load_all(key))
             .unwrap_or_default()
+    }
+
+    /// A file of the disk tier for a fill too large for the memory tier to be written
+    /// to as it arrives; `None` without a disk tier, while its index is being rebuilt,
+    /// or when no file can be made (the response is then not stored).
+    pub fn spill(&self) -> Option<Spill> {
+        self.disk.as_ref().and_then(DiskTier::spill)
     }
 
     /// The disk tier's counters, when there is one.

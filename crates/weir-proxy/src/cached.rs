@@ -17,6 +17,7 @@ use crate::upstream::OriginAddr;
 use weir_api::{CacheLookup, Event};
 
 mod fill;
+mod keep;
 pub(crate) mod range;
 use fill::{fetch_in_background, start_fetch, Fill};
 

@@ -16,7 +16,10 @@ use crate::config::ListenMode;
 
 mod encode;
 mod listener;
+mod process;
 mod purge;
+
+pub use process::ProcessFigures;
 
 use encode::{AtomicHistogram, CacheGauge, Series};
 
@@ -180,6 +183,10 @@ pub struct CacheFigures {
     pub memory_objects: u64,
     /// The disk tier's counters (all zero without one).
     pub disk: weir_cache::DiskStats,
+    /// Body bytes fills in flight hold in memory.
+    pub fill_bytes: u64,
+    /// Fills served but not stored because `[cache] fill_memory` was taken.
+    pub fills_passed: u64,
 }
 
 type CacheSource = Arc<dyn Fn() -> CacheFigures + Send + Sync>;
@@ -308,6 +315,17 @@ impl Metrics {
             "cache_disk_damaged",
             "Damaged disk entries found and dropped",
             figure(|f| f.disk.damaged, true),
+        );
+
+        r.register(
+            "cache_fill_bytes",
+            "Body bytes that fills in flight hold in memory (at most [cache] fill_memory)",
+            figure(|f| f.fill_bytes, false),
+        );
+        r.register(
+            "cache_fills_passed",
+            "Responses served but not stored because [cache] fill_memory was taken by other fills",
+            figure(|f| f.fills_passed, true),
         );
 
         let purge_source = purge::register(&mut r);
@@ -446,11 +464,12 @@ impl Metrics {
         let mut out = String::with_capacity(8 * 1024);
         // Writing into a String cannot fail, and our own metrics never return errors.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        let modules = self.encode_module_counters();
-        if !modules.is_empty() {
+        let mut more = self.encode_module_counters();
+        process::encode(&mut more);
+        if !more.is_empty() {
             // OpenMetrics ends with "# EOF"; the module counters go before it.
             let end = out.rfind("# EOF").unwrap_or(out.len());
-            out.insert_str(end, &modules);
+            out.insert_str(end, &more);
         }
         out
     }

@@ -97,6 +97,7 @@ impl Server {
             max_object_bytes: config.cache.max_object.0,
             heuristic_fraction: config.cache.heuristic_fraction,
             max_memory_object_bytes: config.cache.max_memory_object.0,
+            fill_memory_bytes: config.cache.fill_memory_bytes(),
             disk: match &config.cache.disk {
                 crate::config::DiskConfig::Off => None,
                 crate::config::DiskConfig::On { path, size } => Some(weir_cache::DiskSettings {
@@ -145,6 +146,8 @@ impl Server {
                 memory_bytes: c.size_bytes(),
                 memory_objects: c.object_count(),
                 disk: c.disk_stats().unwrap_or_default(),
+                fill_bytes: c.fill_budget().held(),
+                fills_passed: c.fill_budget().passed(),
             },
             None => Default::default(),
         }));

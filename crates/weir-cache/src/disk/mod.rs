@@ -134,6 +134,15 @@ pub(crate) struct DamageReport {
 }
 
 impl DamageReport {
+    /// For a body that is not an entry (yet): nothing to drop.
+    pub(crate) fn none() -> DamageReport {
+        DamageReport {
+            shared: Weak::new(),
+            key: CacheKey::for_url("", "", ""),
+            id: 0,
+        }
+    }
+
     pub(crate) fn report(&self, reason: &str) {
         if let Some(shared) = self.shared.upgrade() {
             shared.drop_damaged(&self.key, self.id, reason);
@@ -282,6 +291,45 @@ impl DiskTier {
             Err(Damage::Gone) => None,
             Err(Damage::Bad(reason)) => {
                 shared.drop_damaged(&key, id, &reason);
+                None
+            }
+        }
+    }
+
+    /// A file for a fill to be written to as it arrives; `None` while the index is
+    /// being rebuilt (nothing is stored then) or when no file can be made.
+    pub(crate) fn spill(&self) -> Option<crate::spill::Spill> {
+        if self.shared.loading.load(Ordering::Acquire) {
+            return None;
+        }
+        let dir = temp_dir(&self.shared.dir);
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let path = dir.join(format!("fill-{id:016x}"));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .or_else(|_| {
+                std::fs::create_dir_all(&dir)?;
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+            });
+        match file {
+            Ok(file) => {
+                // Nameless from now on: a crash leaves nothing behind.
+                let _ = std::fs::remove_file(&path);
+                Some(crate::spill::Spill::new(file))
+            }
+            Err(e) => {
+                self.shared
+                    .counters
+                    .write_errors
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(dir = %dir.display(), "disk cache: cannot make a file for a fill ({e}); it is not stored");
                 None
             }
         }

@@ -19,7 +19,7 @@ use crate::object::CachedObject;
 /// behind a slow disk.
 const QUEUE_LEN: usize = 4096;
 /// Body bytes queued at most, for the same reason.
-const QUEUE_BYTES: u64 = 256 << 20;
+const QUEUE_BYTES: u64 = 32 << 20;
 /// Bytes copied per step when a body is rewritten from another file.
 const COPY_CHUNK: usize = 256 << 10;
 
@@ -59,7 +59,7 @@ impl Writer {
 
     /// Queues a job; gives it back when the queue is full.
     pub(super) fn send(&self, job: Job) -> Result<(), Job> {
-        let len = job.object.body.len();
+        let len = queued_len(&job);
         let queued = self.queued_bytes.load(Ordering::Relaxed);
         if queued > 0 && queued + len > QUEUE_BYTES {
             return Err(job);
@@ -106,12 +106,18 @@ fn run(shared: &Shared, rx: Receiver<Message>, queued_bytes: &AtomicU64) {
                 let _ = done.send(());
             }
             Message::Write(job) => {
-                let len = job.object.body.len();
+                let len = queued_len(&job);
                 write_and_link(shared, job);
                 queued_bytes.fetch_sub(len, Ordering::Relaxed);
             }
         }
     }
+}
+
+/// Memory a queued job holds: its body when the body is in memory (a body in a file,
+/// from a fill that went to disk as it arrived, holds none).
+fn queued_len(job: &Job) -> u64 {
+    job.object.body.in_memory().map_or(0, |b| b.len() as u64)
 }
 
 fn write_and_link(shared: &Shared, job: Job) {

@@ -4,11 +4,12 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, StatusCode};
 use weir_cache::{Adapted, CacheKey, CachedObject, Join, OriginFields, StaleUse, StoragePolicy};
 
+use super::keep::Keeper;
 use super::{strip_body, FetchedHead, FlightHead, FlightOutcome, ProxyErrorParts};
 use crate::body::RequestBody;
 use crate::error::ProxyError;
@@ -281,7 +282,6 @@ impl Fetch {
                 cache_status,
                 vary,
             })));
-        let mut received: u64 = 0;
         let body_hooks = self
             .txn
             .as_ref()
@@ -292,6 +292,7 @@ impl Fetch {
         // A module that may change the length made the engine drop Content-Length
         // (hooks::fix_framing), so one still there is the length of what is pushed.
         let declared = headers::content_length(&parts.headers);
+        let mut keeper = Keeper::new(&engine.cache, declared);
         let adapted = origin_fields.and_then(|o| o.adapted(&parts.headers));
         let mut head = Some((parts.status, parts.headers, policy, adapted));
         let mut stage = hooks::BodyStage::new(engine.limits.module_body.0);
@@ -336,46 +337,51 @@ impl Fetch {
                             continue;
                         }
                     }
-                    received += data.len() as u64;
-                    if storing && received > max_object {
+                    if storing
+                        && !keeper
+                            .before_push(&engine.cache, &self.flight, data.len())
+                            .await
+                    {
                         storing = false;
                         self.stop_sharing();
                     }
-                    if storing && declared == Some(received) {
-                        self.store(&mut head, Some(data.clone()));
+                    if storing && keeper.in_memory() && declared == Some(keeper.received()) {
+                        let body = keeper.finish(&self.flight, Some(data.clone())).await;
+                        self.store(&mut head, body);
                         storing = false;
                     }
-                    self.flight.push(data).await;
+                    self.flight.push(data.clone()).await;
+                    if storing && !keeper.after_push(&self.flight, data).await {
+                        storing = false;
+                        self.stop_sharing();
+                    }
                 }
                 // Counted once per client that was reading it (TxnRecord), not here.
                 Some(Err(_)) => return self.end(false),
             }
         }
         if storing {
-            self.store(&mut head, None);
+            let body = keeper.finish(&self.flight, None).await;
+            self.store(&mut head, body);
         }
         self.end(true)
     }
 
-    /// Stores the response: the chunks the flight retained, then `last` if it has not
-    /// been pushed yet.
+    /// Stores the response with the body its keeper gathered.
     fn store(
         &self,
         head: &mut Option<(StatusCode, HeaderMap, StoragePolicy, Option<Adapted>)>,
-        last: Option<Bytes>,
+        body: Option<weir_cache::Body>,
     ) {
-        let (Some(mut chunks), Some((status, headers, policy, adapted))) =
-            (self.flight.retained_body(), head.take())
-        else {
+        let (Some(body), Some((status, headers, policy, adapted))) = (body, head.take()) else {
             return;
         };
-        chunks.extend(last);
         let tags = self
             .txn
             .as_ref()
             .map(|t| t.txn.cache_overrides().tags.clone())
             .unwrap_or_default();
-        let object = CachedObject::new(status, headers, concat(chunks), policy)
+        let object = CachedObject::new(status, headers, body, policy)
             .with_tags(tags)
             .with_adapted(adapted);
         self.engine
@@ -500,20 +506,4 @@ impl Fetch {
 /// Origin answers that `stale-if-error` lets a stale copy replace (RFC 5861 §4).
 fn is_server_error(status: StatusCode) -> bool {
     matches!(status.as_u16(), 500 | 502 | 503 | 504)
-}
-
-/// The stored body in one allocation of exactly its size: a chunk is a slice of the
-/// connection's read buffer, and keeping it would pin that whole buffer in the cache.
-fn concat(chunks: Vec<Bytes>) -> Bytes {
-    match chunks.len() {
-        0 => Bytes::new(),
-        1 => Bytes::copy_from_slice(&chunks[0]),
-        _ => {
-            let mut b = BytesMut::with_capacity(chunks.iter().map(Bytes::len).sum());
-            for c in chunks {
-                b.extend_from_slice(&c);
-            }
-            b.freeze()
-        }
-    }
 }

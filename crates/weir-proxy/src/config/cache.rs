@@ -19,6 +19,9 @@ pub struct CacheConfig {
     pub max_memory_object: ByteSize,
     /// The disk tier.
     pub disk: DiskConfig,
+    /// Bytes that fills in flight may hold in memory at once (`None`: the default,
+    /// see [`CacheConfig::fill_memory_bytes`]).
+    pub fill_memory: Option<ByteSize>,
     /// Serve a stale copy this long past its freshness while refreshing it in the
     /// background, for responses without their own `stale-while-revalidate`.
     pub stale_while_revalidate: Seconds,
@@ -44,11 +47,30 @@ impl Default for CacheConfig {
                 path: "weir-cache".into(),
                 size: ByteSize(1 << 30),
             },
+            fill_memory: None,
             stale_while_revalidate: Seconds::from_secs(0.0),
             stale_if_error: Seconds::from_secs(0.0),
             tag_headers: access::default_tag_headers(),
             purge_from: default_allow(),
         }
+    }
+}
+
+impl CacheConfig {
+    /// The largest body kept in memory: `max_memory_object` with a disk tier (larger
+    /// ones go to disk), `max_object` without one.
+    pub fn memory_object_limit(&self) -> u64 {
+        match self.disk {
+            DiskConfig::Off => self.max_object.0,
+            DiskConfig::On { .. } => self.max_memory_object.0,
+        }
+    }
+
+    /// `fill_memory`, or by default 32 MiB or the largest body kept in memory,
+    /// whichever is larger (so that every object the memory tier takes can be filled).
+    pub fn fill_memory_bytes(&self) -> u64 {
+        self.fill_memory
+            .map_or_else(|| (32 << 20).max(self.memory_object_limit()), |b| b.0)
     }
 }
 

@@ -339,6 +339,18 @@ fn disk_tier_settings() {
         "memory",
     );
     fails(
+        "[cache]\nmax_memory_object = \"8MiB\"\nfill_memory = \"4MiB\"\n",
+        3,
+        "cache.fill_memory",
+        "at least the largest object kept in memory",
+    );
+    fails(
+        "[cache]\nmax_object = \"8MiB\"\ndisk = \"off\"\nfill_memory = \"1MiB\"\n",
+        4,
+        "cache.fill_memory",
+        "no disk tier",
+    );
+    fails(
         "[cache]\nstale_if_error = \"soon\"\n",
         2,
         "cache.stale_if_error",

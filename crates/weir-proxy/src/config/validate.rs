@@ -155,6 +155,22 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
             );
         }
     }
+    if let Some(fill) = cache.fill_memory {
+        if fill.0 < cache.memory_object_limit() {
+            let limit = match cache.disk {
+                DiskConfig::Off => "max_object, as there is no disk tier",
+                DiskConfig::On { .. } => "max_memory_object",
+            };
+            report(
+                vec![KeyPath::top("cache").key("fill_memory")],
+                format!(
+                    "fill_memory ({} bytes) must be at least the largest object kept in memory ({} bytes: {limit})",
+                    fill.0,
+                    cache.memory_object_limit()
+                ),
+            );
+        }
+    }
     if !(0.0..=1.0).contains(&cache.heuristic_fraction) {
         report(
             vec![KeyPath::top("cache").key("heuristic_fraction")],

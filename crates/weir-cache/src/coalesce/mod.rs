@@ -15,6 +15,10 @@ use bytes::Bytes;
 use tokio::sync::watch;
 
 use crate::key::CacheKey;
+use crate::spill::SpillFile;
+
+mod reader;
+pub use reader::FlightReader;
 
 /// Bytes a non-retaining flight may buffer ahead of its slowest reader.
 const WINDOW: usize = 1 << 20;
@@ -101,19 +105,26 @@ impl<H: Clone> Coalescer<H> {
 
 /// One fetch in flight, shared by its readers.
 pub struct Flight<H> {
-    state: Mutex<State<H>>,
+    pub(super) state: Mutex<State<H>>,
     /// Bumped on every change the readers care about.
     progress: watch::Sender<u64>,
     /// Bumped when a reader advances or leaves (the writer may be waiting for room).
-    drained: watch::Sender<u64>,
+    pub(super) drained: watch::Sender<u64>,
 }
 
-struct State<H> {
+pub(super) struct State<H> {
     head: Option<H>,
     chunks: VecDeque<Bytes>,
     /// Absolute index of `chunks[0]`.
     base: usize,
+    /// Byte offset in the body of `chunks[0]`.
+    base_bytes: u64,
     buffered: usize,
+    /// The file the body is being written to, once it went to disk: chunks it holds
+    /// leave memory, and readers behind them read it from there.
+    spill: Option<Arc<SpillFile>>,
+    /// Bytes of the body the file holds.
+    persisted: u64,
     end: Option<bool>,
     retain: bool,
     readers: Vec<(u64, usize)>,
@@ -128,7 +139,10 @@ impl<H: Clone> Flight<H> {
                 head: None,
                 chunks: VecDeque::new(),
                 base: 0,
+                base_bytes: 0,
                 buffered: 0,
+                spill: None,
+                persisted: 0,
                 end: None,
                 retain: true,
                 readers: Vec::new(),
@@ -153,6 +167,7 @@ impl<H: Clone> Flight<H> {
             flight: self.clone(),
             id,
             pos: 0,
+            at: 0,
             rx: self.progress.subscribe(),
         })
     }
@@ -194,6 +209,28 @@ impl<H: Clone> Flight<H> {
         }
     }
 
+    /// From now on the body is also written to `file` (which holds its first
+    /// `persisted` bytes already): what the file holds leaves memory, and late readers
+    /// read it from there, so the flight keeps at most what is not written yet.
+    pub fn spill_to(&self, file: Arc<SpillFile>, persisted: u64) {
+        let mut s = lock(&self.state);
+        s.spill = Some(file);
+        s.persisted = persisted;
+        trim(&mut s);
+    }
+
+    /// The file now holds the body's first `persisted` bytes.
+    pub fn persisted(&self, persisted: u64) {
+        let mut s = lock(&self.state);
+        s.persisted = persisted;
+        trim(&mut s);
+    }
+
+    /// Bytes of body chunks the flight holds in memory.
+    pub fn buffered(&self) -> usize {
+        lock(&self.state).buffered
+    }
+
     /// Marks the body complete (`ok`) or failed.
     pub fn finish(&self, ok: bool) {
         lock(&self.state).end = Some(ok);
@@ -229,96 +266,24 @@ impl<H: Clone> Flight<H> {
     }
 }
 
-/// Drops chunks every reader has passed, when the flight does not retain them.
+/// Drops the chunks a spill file holds, and, when the flight does not retain its
+/// body, those every reader has passed.
 fn trim<H>(s: &mut State<H>) {
-    if s.retain {
-        return;
-    }
-    let min = s.readers.iter().map(|r| r.1).min().unwrap_or(usize::MAX);
-    while s.base < min {
-        match s.chunks.pop_front() {
-            Some(c) => {
-                s.buffered -= c.len();
-                s.base += 1;
-            }
-            None => break,
+    let passed = if s.retain {
+        0
+    } else {
+        s.readers.iter().map(|r| r.1).min().unwrap_or(usize::MAX)
+    };
+    while let Some(front) = s.chunks.front() {
+        let end = s.base_bytes + front.len() as u64;
+        let on_disk = s.spill.is_some() && end <= s.persisted;
+        if !on_disk && s.base >= passed {
+            break;
         }
-    }
-}
-
-/// One client's view of a flight. Dropping it leaves the flight.
-pub struct FlightReader<H> {
-    flight: Arc<Flight<H>>,
-    id: u64,
-    pos: usize,
-    rx: watch::Receiver<u64>,
-}
-
-impl<H: Clone> FlightReader<H> {
-    /// Waits for the response head; `None` when the fetch failed before it.
-    ///
-    /// Cancel-safe: dropping the future loses nothing.
-    pub async fn head(&mut self) -> Option<H> {
-        loop {
-            {
-                let s = lock(&self.flight.state);
-                if let Some(h) = &s.head {
-                    return Some(h.clone());
-                }
-                if s.end.is_some() {
-                    return None;
-                }
-            }
-            if self.rx.changed().await.is_err() {
-                return None;
-            }
-        }
-    }
-
-    /// The next body chunk: `Some(Ok)`, `None` at a complete end, `Some(Err(()))` when
-    /// the fetch failed or was cut.
-    ///
-    /// Cancel-safe: a chunk is only consumed when it is returned.
-    pub async fn next_chunk(&mut self) -> Option<Result<Bytes, ()>> {
-        loop {
-            {
-                let mut s = lock(&self.flight.state);
-                if self.pos < s.base + s.chunks.len() {
-                    let chunk = s.chunks[self.pos - s.base].clone();
-                    self.pos += 1;
-                    if let Some(r) = s.readers.iter_mut().find(|r| r.0 == self.id) {
-                        r.1 = self.pos;
-                    }
-                    if !s.retain {
-                        trim(&mut s);
-                        drop(s);
-                        self.flight.drained.send_modify(|v| *v = v.wrapping_add(1));
-                    }
-                    return Some(Ok(chunk));
-                }
-                match s.end {
-                    Some(true) => return None,
-                    Some(false) => return Some(Err(())),
-                    None => {}
-                }
-            }
-            if self.rx.changed().await.is_err() {
-                return Some(Err(()));
-            }
-        }
-    }
-}
-
-impl<H> Drop for FlightReader<H> {
-    fn drop(&mut self) {
-        let mut s = lock(&self.flight.state);
-        s.readers.retain(|r| r.0 != self.id);
-        if s.readers.is_empty() && s.end.is_none() {
-            s.abandoned = true;
-        }
-        trim(&mut s);
-        drop(s);
-        self.flight.drained.send_modify(|v| *v = v.wrapping_add(1));
+        s.buffered -= front.len();
+        s.base += 1;
+        s.base_bytes = end;
+        s.chunks.pop_front();
     }
 }
 
@@ -327,69 +292,4 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn key() -> CacheKey {
-        CacheKey::for_url("http", "h", "/")
-    }
-
-    #[tokio::test]
-    async fn followers_read_everything_the_leader_wrote() {
-        let c: Coalescer<u16> = Coalescer::new();
-        let Ok(Join::Leader(flight, mut leader)) = c.join(&key(), || None::<()>) else {
-            panic!("first join leads")
-        };
-        flight.set_head(200);
-        flight.push(Bytes::from_static(b"ab")).await;
-        let Ok(Join::Follower(mut late)) = c.join(&key(), || None::<()>) else {
-            panic!("second join follows")
-        };
-        flight.push(Bytes::from_static(b"cd")).await;
-        flight.finish(true);
-        for r in [&mut leader, &mut late] {
-            assert_eq!(r.head().await, Some(200));
-            let mut body = Vec::new();
-            while let Some(c) = r.next_chunk().await {
-                body.extend_from_slice(&c.unwrap());
-            }
-            assert_eq!(body, b"abcd");
-        }
-        assert_eq!(flight.retained_body().unwrap().len(), 2);
-    }
-
-    #[tokio::test]
-    async fn dropping_every_reader_abandons_the_flight() {
-        let c: Coalescer<u16> = Coalescer::new();
-        let Ok(Join::Leader(flight, leader)) = c.join(&key(), || None::<()>) else {
-            panic!()
-        };
-        assert!(!flight.is_abandoned());
-        drop(leader);
-        flight.abandoned().await;
-        assert!(flight.is_abandoned());
-    }
-
-    #[tokio::test]
-    async fn a_non_retaining_flight_drops_read_chunks() {
-        let c: Coalescer<u16> = Coalescer::new();
-        let Ok(Join::Leader(flight, mut r)) = c.join(&key(), || None::<()>) else {
-            panic!()
-        };
-        flight.stop_retaining();
-        assert!(c
-            .join(&key(), || None::<()>)
-            .is_ok_and(|j| matches!(j, Join::Leader(..))));
-        flight.push(Bytes::from(vec![0u8; 1000])).await;
-        r.next_chunk().await.unwrap().unwrap();
-        assert_eq!(lock(&flight.state).buffered, 0);
-        assert!(flight.retained_body().is_none());
-    }
-
-    #[tokio::test]
-    async fn recheck_short_circuits_when_no_flight() {
-        let c: Coalescer<u16> = Coalescer::new();
-        assert!(matches!(c.join(&key(), || Some(7)), Err(7)));
-        assert!(c.is_empty());
-    }
-}
+mod tests;

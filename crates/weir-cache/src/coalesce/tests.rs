@@ -1,0 +1,134 @@
+//! The coalescer's tests.
+use super::*;
+
+fn key() -> CacheKey {
+    CacheKey::for_url("http", "h", "/")
+}
+
+#[tokio::test]
+async fn followers_read_everything_the_leader_wrote() {
+    let c: Coalescer<u16> = Coalescer::new();
+    let Ok(Join::Leader(flight, mut leader)) = c.join(&key(), || None::<()>) else {
+        panic!("first join leads")
+    };
+    flight.set_head(200);
+    flight.push(Bytes::from_static(b"ab")).await;
+    let Ok(Join::Follower(mut late)) = c.join(&key(), || None::<()>) else {
+        panic!("second join follows")
+    };
+    flight.push(Bytes::from_static(b"cd")).await;
+    flight.finish(true);
+    for r in [&mut leader, &mut late] {
+        assert_eq!(r.head().await, Some(200));
+        let mut body = Vec::new();
+        while let Some(c) = r.next_chunk().await {
+            body.extend_from_slice(&c.unwrap());
+        }
+        assert_eq!(body, b"abcd");
+    }
+    assert_eq!(flight.retained_body().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn dropping_every_reader_abandons_the_flight() {
+    let c: Coalescer<u16> = Coalescer::new();
+    let Ok(Join::Leader(flight, leader)) = c.join(&key(), || None::<()>) else {
+        panic!()
+    };
+    assert!(!flight.is_abandoned());
+    drop(leader);
+    flight.abandoned().await;
+    assert!(flight.is_abandoned());
+}
+
+#[tokio::test]
+async fn a_non_retaining_flight_drops_read_chunks() {
+    let c: Coalescer<u16> = Coalescer::new();
+    let Ok(Join::Leader(flight, mut r)) = c.join(&key(), || None::<()>) else {
+        panic!()
+    };
+    flight.stop_retaining();
+    assert!(c
+        .join(&key(), || None::<()>)
+        .is_ok_and(|j| matches!(j, Join::Leader(..))));
+    flight.push(Bytes::from(vec![0u8; 1000])).await;
+    r.next_chunk().await.unwrap().unwrap();
+    assert_eq!(lock(&flight.state).buffered, 0);
+    assert!(flight.retained_body().is_none());
+}
+
+#[tokio::test]
+async fn recheck_short_circuits_when_no_flight() {
+    let c: Coalescer<u16> = Coalescer::new();
+    assert!(matches!(c.join(&key(), || Some(7)), Err(7)));
+    assert!(c.is_empty());
+}
+
+/// A spill file in the system's temporary directory (nameless once open).
+fn spill() -> crate::spill::Spill {
+    let path = std::env::temp_dir().join(format!(
+        "weir-coalesce-test-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    crate::spill::Spill::new(file)
+}
+
+#[tokio::test]
+async fn a_spilled_flight_keeps_only_what_is_not_on_disk_and_late_readers_read_it_back() {
+    let c: Coalescer<u16> = Coalescer::new();
+    let Ok(Join::Leader(flight, mut early)) = c.join(&key(), || None::<()>) else {
+        panic!()
+    };
+    flight.set_head(200);
+    let chunk = |i: u8| Bytes::from(vec![i; 100_000]);
+    let mut spill = spill();
+    let mut expected = Vec::new();
+    for i in 0..3 {
+        flight.push(chunk(i)).await;
+        expected.extend_from_slice(&chunk(i));
+    }
+    // Off to disk: what was kept so far is written, and leaves memory.
+    spill.append(flight.retained_body().unwrap()).await.unwrap();
+    flight.spill_to(spill.file(), spill.len());
+    assert_eq!(flight.buffered(), 0);
+    for i in 3..6 {
+        flight.push(chunk(i)).await;
+        spill.append(vec![chunk(i)]).await.unwrap();
+        flight.persisted(spill.len());
+        expected.extend_from_slice(&chunk(i));
+        assert_eq!(flight.buffered(), 0, "a persisted chunk stays in memory");
+    }
+    flight.push(chunk(6)).await;
+    expected.extend_from_slice(&chunk(6));
+    assert_eq!(flight.buffered(), 100_000);
+    // A client joining now starts from the file.
+    let Ok(Join::Follower(mut late)) = c.join(&key(), || None::<()>) else {
+        panic!("a spilled flight still takes followers")
+    };
+    flight.finish(true);
+    for r in [&mut early, &mut late] {
+        let mut body = Vec::new();
+        while let Some(c) = r.next_chunk().await {
+            body.extend_from_slice(&c.unwrap());
+        }
+        assert!(body == expected, "a reader got other bytes");
+    }
+    spill.append(vec![chunk(6)]).await.unwrap();
+    let stored = spill.finish();
+    assert_eq!(stored.len(), 700_000);
+    let mut reader = stored.reader();
+    let mut back = Vec::new();
+    while let Some(c) = reader.next_chunk().await {
+        back.extend_from_slice(&c.unwrap());
+    }
+    assert!(back == expected, "the stored body differs");
+}

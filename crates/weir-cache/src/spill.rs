@@ -1,0 +1,129 @@
+//! Fills that go to disk as they arrive: a response too large for the memory tier is
+//! written to a file of the disk tier chunk by chunk, never held whole in memory.
+//!
+//! The file has no name (it is removed from the directory as soon as it is created),
+//! so a crash leaves nothing behind; when the fill completes, the disk tier copies it
+//! into an entry of its own format. Clients that join the fill late read what has
+//! already left memory from the same file.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::body::{Body, FileBody};
+use crate::disk::DamageReport;
+
+/// Bytes gathered in memory before they are written in one step: large enough that
+/// the hop to a blocking thread is rare, small enough that many fills stay cheap.
+pub const SPILL_BATCH: usize = 256 << 10;
+
+/// The file a fill is written to, shared with the clients reading the fill.
+#[derive(Debug)]
+pub struct SpillFile {
+    file: Arc<File>,
+}
+
+impl SpillFile {
+    /// Reads `len` bytes at `pos` on a blocking thread.
+    pub(crate) async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
+        read_at(&self.file, pos, len).await
+    }
+}
+
+/// Reads `len` bytes of `file` at `at`, on a blocking thread when there is a runtime.
+pub(crate) async fn read_at(file: &Arc<File>, at: u64, len: usize) -> io::Result<Bytes> {
+    let file = file.clone();
+    let read = move || {
+        let mut buf = BytesMut::zeroed(len);
+        file.read_exact_at(&mut buf, at)?;
+        Ok(buf.freeze())
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) => h
+            .spawn_blocking(read)
+            .await
+            .unwrap_or_else(|e| Err(io::Error::other(e))),
+        Err(_) => read(),
+    }
+}
+
+/// A fill being written to disk. Made by [`Cache::spill`](crate::Cache::spill).
+pub struct Spill {
+    file: Arc<SpillFile>,
+    len: u64,
+    crc: crc32fast::Hasher,
+}
+
+impl Spill {
+    pub(crate) fn new(file: File) -> Spill {
+        Spill {
+            file: Arc::new(SpillFile {
+                file: Arc::new(file),
+            }),
+            len: 0,
+            crc: crc32fast::Hasher::new(),
+        }
+    }
+
+    /// The file, for the fill's readers.
+    pub fn file(&self) -> Arc<SpillFile> {
+        self.file.clone()
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether nothing was written yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Appends `chunks` to the file, on a blocking thread.
+    ///
+    /// Cancel safety: not cancel-safe; a write whose future is dropped may or may not
+    /// have happened, and the spill must then be dropped.
+    pub async fn append(&mut self, chunks: Vec<Bytes>) -> io::Result<()> {
+        let total: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+        if total == 0 {
+            return Ok(());
+        }
+        for c in &chunks {
+            self.crc.update(c);
+        }
+        let file = self.file.file.clone();
+        let at = self.len;
+        let write = move || -> io::Result<()> {
+            let mut pos = at;
+            for c in &chunks {
+                file.write_all_at(c, pos)?;
+                pos += c.len() as u64;
+            }
+            Ok(())
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => h
+                .spawn_blocking(write)
+                .await
+                .unwrap_or_else(|e| Err(io::Error::other(e)))?,
+            Err(_) => write()?,
+        }
+        self.len += total;
+        Ok(())
+    }
+
+    /// The complete body, to store (the disk tier copies it into an entry).
+    pub fn finish(self) -> Body {
+        Body::File(FileBody {
+            file: self.file.file.clone(),
+            offset: 0,
+            len: self.len,
+            crc: self.crc.finalize(),
+            damage: DamageReport::none(),
+        })
+    }
+}

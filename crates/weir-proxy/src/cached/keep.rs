@@ -1,0 +1,192 @@
+//! What a fill keeps of the body it receives, for the cache: in memory within the fill
+//! budget when the memory tier will take the object, else written to the disk tier as
+//! it arrives, else nothing (the response is then served, not stored).
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use weir_cache::{Body, Cache, FillHold, Flight, Spill, SPILL_BATCH};
+
+/// Where the kept body is.
+enum Place {
+    /// In the flight's chunks, charged to the fill budget.
+    Memory,
+    /// Too large for the memory tier: going to disk (the file is made at the first
+    /// chunk, so a response with no body makes none).
+    Disk(Option<Spill>),
+}
+
+/// One fill's keeper.
+pub(super) struct Keeper {
+    place: Place,
+    hold: FillHold,
+    /// Chunks pushed but not yet written to the spill file.
+    batch: Vec<Bytes>,
+    batch_bytes: usize,
+    received: u64,
+    memory_limit: u64,
+    max_object: u64,
+}
+
+impl Keeper {
+    /// A keeper for a response that declares `declared` body bytes, if it does.
+    pub(super) fn new(cache: &Cache, declared: Option<u64>) -> Keeper {
+        let memory_limit = cache.memory_object_limit();
+        let place = match declared {
+            Some(n) if n > memory_limit => Place::Disk(None),
+            _ => Place::Memory,
+        };
+        Keeper {
+            place,
+            hold: cache.fill_budget().hold(),
+            batch: Vec::new(),
+            batch_bytes: 0,
+            received: 0,
+            memory_limit,
+            max_object: cache.settings().max_object_bytes,
+        }
+    }
+
+    /// Body bytes received so far.
+    pub(super) fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Whether the body is kept in memory (and is stored from the flight's chunks).
+    pub(super) fn in_memory(&self) -> bool {
+        matches!(self.place, Place::Memory)
+    }
+
+    /// Takes note of `len` more bytes, before they are pushed to the flight. Returns
+    /// `false` when the response can no longer be stored: larger than any object, no
+    /// room in the fill budget, or too large for memory with no disk file to go to.
+    /// The fill's room in the budget is then given back at once.
+    pub(super) async fn before_push<H: Clone>(
+        &mut self,
+        cache: &Cache,
+        flight: &Flight<H>,
+        len: usize,
+    ) -> bool {
+        let keeps = self.take(cache, flight, len).await;
+        if !keeps {
+            self.hold.release();
+        }
+        keeps
+    }
+
+    async fn take<H: Clone>(&mut self, cache: &Cache, flight: &Flight<H>, len: usize) -> bool {
+        self.received += len as u64;
+        if self.received > self.max_object {
+            return false;
+        }
+        if self.in_memory() && self.received > self.memory_limit {
+            // What the flight kept so far goes to disk first.
+            self.hold.release();
+            let Some(mut spill) = cache.spill() else {
+                return false;
+            };
+            let kept = flight.retained_body().unwrap_or_default();
+            if spill.append(kept).await.is_err() {
+                return false;
+            }
+            flight.spill_to(spill.file(), spill.len());
+            self.place = Place::Disk(Some(spill));
+        }
+        match &mut self.place {
+            Place::Memory => self.hold.try_add(len as u64),
+            Place::Disk(spill @ None) => match cache.spill() {
+                Some(s) => {
+                    flight.spill_to(s.file(), 0);
+                    *spill = Some(s);
+                    true
+                }
+                None => false,
+            },
+            Place::Disk(Some(_)) => true,
+        }
+    }
+
+    /// After `chunk` was pushed: a body going to disk is written in batches. Returns
+    /// `false` when the write failed (the response is then not stored).
+    pub(super) async fn after_push<H: Clone>(&mut self, flight: &Flight<H>, chunk: Bytes) -> bool {
+        if let Place::Disk(Some(_)) = self.place {
+            self.hold.add(chunk.len() as u64);
+            self.batch_bytes += chunk.len();
+            self.batch.push(chunk);
+            if self.batch_bytes >= SPILL_BATCH {
+                return self.write_batch(flight).await;
+            }
+        }
+        true
+    }
+
+    async fn write_batch<H: Clone>(&mut self, flight: &Flight<H>) -> bool {
+        let Place::Disk(Some(spill)) = &mut self.place else {
+            return true;
+        };
+        let batch = std::mem::take(&mut self.batch);
+        self.batch_bytes = 0;
+        let written = spill.append(batch).await.is_ok();
+        if written {
+            flight.persisted(spill.len());
+        }
+        self.hold.release();
+        written
+    }
+
+    /// The complete body, to store: the flight's chunks in one allocation of exactly
+    /// their size (plus `last`, not pushed yet), or the spill file. `None` when the
+    /// last write to the file failed.
+    pub(super) async fn finish<H: Clone>(
+        &mut self,
+        flight: &Arc<Flight<H>>,
+        last: Option<Bytes>,
+    ) -> Option<Body> {
+        if self.in_memory() {
+            let mut chunks = flight.retained_body()?;
+            chunks.extend(last);
+            return Some(Body::Memory(concat(chunks)));
+        }
+        if !self.write_batch(flight).await {
+            return None;
+        }
+        match std::mem::replace(&mut self.place, Place::Memory) {
+            Place::Disk(Some(spill)) => Some(spill.finish()),
+            // No chunk came: an empty body.
+            _ => Some(Body::Memory(Bytes::new())),
+        }
+    }
+}
+
+/// The stored body in one allocation of exactly its size: a chunk is a slice of the
+/// connection's read buffer, and keeping it would pin that whole buffer in the cache.
+fn concat(chunks: Vec<Bytes>) -> Bytes {
+    match chunks.len() {
+        0 => Bytes::new(),
+        1 => Bytes::copy_from_slice(&chunks[0]),
+        _ => {
+            let mut b = BytesMut::with_capacity(chunks.iter().map(Bytes::len).sum());
+            for c in chunks {
+                b.extend_from_slice(&c);
+            }
+            b.freeze()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_body_does_not_keep_the_buffer_it_was_read_into() {
+        let buffer = Bytes::from(vec![7u8; 64 << 10]);
+        let one = concat(vec![buffer.slice(0..1000)]);
+        let two = concat(vec![buffer.slice(0..10), buffer.slice(10..20)]);
+        assert!(
+            buffer.is_unique(),
+            "a stored body refers to the read buffer"
+        );
+        assert_eq!((one.len(), two.len()), (1000, 20));
+    }
+}

@@ -1,0 +1,193 @@
+//! Fills and memory: a response too large for the memory tier goes to disk as it
+//! arrives, and what fills in flight hold at once is bounded by `[cache] fill_memory`.
+//! Against the real binary, a real origin and a real directory.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+
+/// Checks that `chunk`, found at `offset` of a generated body, is the pattern there.
+fn check_pattern(offset: u64, chunk: &[u8]) {
+    for (i, b) in chunk.iter().enumerate() {
+        let want = ((offset + i as u64) % 251) as u8;
+        assert_eq!(*b, want, "byte {} of the body differs", offset + i as u64);
+    }
+}
+
+/// Reads the whole body of `url` through `client`, checking it against the pattern;
+/// returns its length and the response's `Cache-Status`.
+async fn read_checked(client: &reqwest::Client, url: &str) -> (u64, String) {
+    let mut resp = client.get(url).send().await.expect("request");
+    assert_eq!(resp.status(), 200);
+    let status = resp
+        .headers()
+        .get("cache-status")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let mut received = 0u64;
+    while let Some(chunk) = resp.chunk().await.expect("body") {
+        check_pattern(received, &chunk);
+        received += chunk.len() as u64;
+    }
+    (received, status)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_larger_than_memory_goes_to_disk_as_it_arrives() {
+    // 1 GiB by default; WEIR_TEST_LARGE_BYTES sets another size.
+    let len: u64 = std::env::var("WEIR_TEST_LARGE_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1 << 30);
+    let origin = TestOrigin::start();
+    origin.route("/large", Reply::stream(len).cc("max-age=600"));
+    let dir = temp_dir("fills-large");
+    let proxy = Proxy::builder()
+        .forward()
+        .option("cache", "memory", "\"16MiB\"")
+        .option("cache", "max_object", "\"2GiB\"")
+        .option(
+            "cache",
+            "disk",
+            &format!(
+                "{{ path = {:?}, size = \"3GiB\" }}",
+                dir.display().to_string()
+            ),
+        )
+        .start();
+    let client = proxied_builder(proxy.forward_addr())
+        .timeout(Duration::from_secs(300))
+        .build()
+        .unwrap();
+    let url = origin.url("/large");
+
+    // A second client joins while the fill is under way: it reads the start back
+    // from the fill's file, the rest as it arrives.
+    let first = tokio::spawn({
+        let (client, url) = (client.clone(), url.clone());
+        async move { read_checked(&client, &url).await }
+    });
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            metric(&proxy.metrics(), "weir_cache_fill_bytes", &[]).is_some_and(|b| b > 0.0)
+                || origin.count("/large") == 1
+        }),
+        "the fill did not start"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (late_len, late_status) = read_checked(&client, &url).await;
+    let (first_len, first_status) = first.await.unwrap();
+    assert_eq!((first_len, late_len), (len, len));
+    assert!(cs_has(&first_status, "stored", None), "{first_status}");
+    assert!(!late_status.is_empty());
+    assert_eq!(origin.count("/large"), 1, "the late client fetched again");
+
+    let peak = proxy.peak_rss_kib();
+    eprintln!(
+        "{len} bytes filled to disk; proxy peak RSS {} MiB",
+        peak / 1024
+    );
+    assert!(
+        peak < 16 * 1024 + 64 * 1024 && peak * 1024 < len / 4,
+        "peak RSS {peak} KiB: the body was held in memory"
+    );
+
+    // Stored on disk, read back byte for byte.
+    assert!(
+        wait_until(Duration::from_secs(120), || {
+            metric(&proxy.metrics(), "weir_cache_disk_entries", &[]) == Some(1.0)
+        }),
+        "the object never reached the disk tier"
+    );
+    let (again, status) = read_checked(&client, &url).await;
+    assert_eq!(again, len);
+    assert!(is_hit(&status), "{status}");
+    assert_eq!(origin.count("/large"), 1);
+    assert_eq!(
+        metric(&proxy.metrics(), "weir_cache_fill_bytes", &[]),
+        Some(0.0),
+        "a finished fill still holds memory"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_large_fills_at_once_stay_within_fill_memory() {
+    const LEN: u64 = 6 << 20;
+    const FILLS: usize = 6;
+    let origin = TestOrigin::start();
+    for i in 0..FILLS {
+        // Slow enough that the fills overlap.
+        origin.route(
+            &format!("/big{i}"),
+            Reply::stream(LEN)
+                .cc("max-age=600")
+                .chunk_delay(Duration::from_millis(8)),
+        );
+    }
+    let proxy = Proxy::builder()
+        .forward()
+        .option("cache", "disk", "\"off\"")
+        .option("cache", "memory", "\"128MiB\"")
+        .option("cache", "max_object", "\"8MiB\"")
+        .option("cache", "fill_memory", "\"8MiB\"")
+        .start();
+    let client = proxied_builder(proxy.forward_addr())
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+
+    let fills: Vec<_> = (0..FILLS)
+        .map(|i| {
+            let (client, url) = (client.clone(), origin.url(&format!("/big{i}")));
+            tokio::spawn(async move { read_checked(&client, &url).await })
+        })
+        .collect();
+    // Sampled while they run: never more than the bound.
+    let mut most = 0.0f64;
+    while !fills.iter().all(|f| f.is_finished()) {
+        if let Some(held) = metric(&proxy.metrics(), "weir_cache_fill_bytes", &[]) {
+            most = most.max(held);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut stored = 0;
+    for f in fills {
+        let (len, status) = f.await.unwrap();
+        assert_eq!(len, LEN, "a client got a cut body");
+        if cs_has(&status, "stored", None) {
+            stored += 1;
+        }
+    }
+    assert!(most > 0.0, "no fill was ever held");
+    assert!(
+        most <= (8 << 20) as f64,
+        "fills held {most} bytes, over 8 MiB"
+    );
+    let passed = metric(&proxy.metrics(), "weir_cache_fills_passed_total", &[]).unwrap();
+    eprintln!("{stored} fills stored, {passed} passed through, most held {most}");
+    assert!(passed >= 1.0, "six 6 MiB fills at once all fit in 8 MiB?");
+
+    // Those stored are hits; those passed through were not stored.
+    let mut hits = 0;
+    for i in 0..FILLS {
+        let (len, status) = read_checked(&client, &origin.url(&format!("/big{i}"))).await;
+        assert_eq!(len, LEN);
+        if is_hit(&status) {
+            hits += 1;
+            assert_eq!(origin.count(&format!("/big{i}")), 1);
+        }
+    }
+    assert!(hits >= 1, "no fill was stored");
+    assert_eq!(
+        FILLS - hits,
+        passed as usize,
+        "fills passed vs misses again"
+    );
+    assert_eq!(
+        metric(&proxy.metrics(), "weir_cache_fill_bytes", &[]),
+        Some(0.0)
+    );
+}
