@@ -14,8 +14,11 @@
 #     HAProxy  its small-object cache (`cache` section, `http-request cache-use`,
 #              `http-response cache-store`), CACHE_MEM of shared memory, objects up
 #              to 1 MB, `http-reuse always` to the origin
-#     nginx    proxy_cache (keys on the URI, `max_size` CACHE_MEM, a keep-alive
-#              upstream block), 2 workers, access log off
+#     nginx    proxy_cache (keys on the URI, a keep-alive upstream block), 2
+#              workers, access log off; its limit is NGINX_MAX_SIZE (4g), not
+#              CACHE_MEM: nginx charges a 4 KB block per 1 KB file, and a limit
+#              reached makes its cache manager delete files for the rest of the run,
+#              which cost it more than 10x its misses/CPU-s in a first try
 #   Each proxy first gets one round right after it started (its "first round":
 #   the process is fresh and its cache empty), then RUNS rounds, in alternating
 #   order (Weir, HAProxy, nginx, Weir, ...). The headline is misses per CPU-second
@@ -53,6 +56,7 @@
 #               latency (default 1)
 #   CACHE_MEM   cache size of every proxy in the misses part, in MiB (default 256)
 #   WEIR_DISK   1 gives Weir a disk tier in the misses part (default 0)
+#   NGINX_MAX_SIZE  nginx's proxy_cache_path max_size (default 4g)
 #   MEM_CACHE   Weir's memory tier in the memory part, in MiB (default 64)
 #   MEM_MIXES   object mixes of the memory part (default "1k 16k 256k mixed")
 #   MEM_FACTOR  multiples of MEM_CACHE to send through in each case (default 3)
@@ -76,6 +80,11 @@ BENCH_TAG=miss
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
 
+if [ "$#" -gt 0 ]; then
+    sed -n '2,/^$/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    exit 0
+fi
+
 PART="${PART:-all}"
 DURATION="${DURATION:-10s}"
 RUNS="${RUNS:-3}"
@@ -86,6 +95,7 @@ PROXIES="${PROXIES:-weir haproxy nginx}"
 DIRECT="${DIRECT:-1}"
 CACHE_MEM="${CACHE_MEM:-256}"
 WEIR_DISK="${WEIR_DISK:-0}"
+NGINX_MAX_SIZE="${NGINX_MAX_SIZE:-4g}"
 MEM_CACHE="${MEM_CACHE:-64}"
 MEM_MIXES="${MEM_MIXES:-1k 16k 256k mixed}"
 MEM_FACTOR="${MEM_FACTOR:-3}"
@@ -205,7 +215,7 @@ http {
 $(nginx_temp_paths nginx)
     keepalive_requests 1000000;
     keepalive_timeout 65s;
-    proxy_cache_path $TMP/nginx-cache levels=1:2 keys_zone=bench:64m max_size=${CACHE_MEM}m inactive=1h use_temp_path=off;
+    proxy_cache_path $TMP/nginx-cache levels=1:2 keys_zone=bench:256m max_size=$NGINX_MAX_SIZE inactive=1h use_temp_path=off;
     upstream origin {
         server 127.0.0.1:$PORT_ORIGIN;
         keepalive 64;
@@ -365,7 +375,7 @@ mkdir -p "$RAW"
     command -v haproxy >/dev/null 2>&1 && echo "haproxy=$(haproxy -v 2>&1 | head -n1 | awk '{print $3}')"
     echo "weir_binary_built_utc=$(date -u -r "$WEIR_BIN" +%Y-%m-%dT%H:%M:%SZ)"
     echo "weir_commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo none)"
-    echo "part=$PART duration=$DURATION runs=$RUNS conns=$CONNS threads=$THREADS size=$SIZE proxies=${PROXY_LIST[*]} cache_mem=${CACHE_MEM}MiB weir_disk=$WEIR_DISK"
+    echo "part=$PART duration=$DURATION runs=$RUNS conns=$CONNS threads=$THREADS size=$SIZE proxies=${PROXY_LIST[*]} cache_mem=${CACHE_MEM}MiB weir_disk=$WEIR_DISK nginx_max_size=$NGINX_MAX_SIZE"
     echo "mem_cache=${MEM_CACHE}MiB mem_mixes=${MIXES[*]} mem_factor=$MEM_FACTOR mem_step=$MEM_STEP"
     echo "clk_tck=$CLK_TCK"
     echo "loadavg_before=$(cut -d' ' -f1-3 /proc/loadavg)"
