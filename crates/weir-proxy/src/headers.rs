@@ -1,5 +1,6 @@
 //! Intermediary header rules (RFC 9110 §7.6): hop-by-hop fields, `Via`, `Max-Forwards`.
 
+use bytes::BytesMut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 /// Fields that describe one connection, never forwarded (RFC 9110 §7.6.1; `Keep-Alive`,
@@ -23,22 +24,65 @@ pub(crate) const VIA_HTTP10: HeaderValue = HeaderValue::from_static("1.0 weir");
 
 /// Removes hop-by-hop fields and every field the `Connection` header names.
 pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
-    if headers.contains_key(header::CONNECTION) {
-        let named: Vec<HeaderName> = headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|s| s.split(','))
-            .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
-            .collect();
+    // Most messages carry none or only `Connection`: one pass over the names (equality
+    // of standard names is an integer compare) spares nine hashed lookups per message.
+    let mut present = 0u16;
+    for name in headers.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|h| h == name) {
+            present |= 1 << i;
+        }
+    }
+    if present == 0 {
+        return;
+    }
+    // HOP_BY_HOP[0] is Connection.
+    if present & 1 != 0 {
+        let mut named: Vec<HeaderName> = Vec::new();
+        for value in headers.get_all(header::CONNECTION) {
+            let Ok(s) = value.to_str() else { continue };
+            for token in s.split(',').map(str::trim) {
+                // Removed below in any case; naming it costs an allocation.
+                if token.eq_ignore_ascii_case("keep-alive") {
+                    continue;
+                }
+                if let Ok(n) = HeaderName::from_bytes(token.as_bytes()) {
+                    named.push(n);
+                }
+            }
+        }
         for name in named {
             headers.remove(name);
         }
     }
-    for name in &HOP_BY_HOP {
-        if headers.contains_key(name) {
+    for (i, name) in HOP_BY_HOP.iter().enumerate() {
+        if present & (1 << i) != 0 {
             headers.remove(name);
         }
+    }
+}
+
+/// Moves every header value into one allocation of the values' total size, so that
+/// the map no longer shares (and keeps alive) the connection buffer it was parsed from
+/// (see upstream/owned.rs for what that cost).
+pub(crate) fn detach_values(headers: &mut HeaderMap) {
+    let total: usize = headers.values().map(HeaderValue::len).sum();
+    if total == 0 {
+        return;
+    }
+    let mut all = BytesMut::with_capacity(total);
+    for v in headers.values() {
+        all.extend_from_slice(v.as_bytes());
+    }
+    let all = all.freeze();
+    let mut at = 0;
+    for v in headers.values_mut() {
+        let end = at + v.len();
+        // The bytes were valid in `v`, so this cannot fail; `v` is kept if it did.
+        if let Ok(mut owned) = HeaderValue::from_maybe_shared(all.slice(at..end)) {
+            owned.set_sensitive(v.is_sensitive());
+            *v = owned;
+        }
+        at = end;
     }
 }
 
@@ -144,6 +188,43 @@ mod tests {
         remove_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
         assert!(h.contains_key("x-kept"));
+    }
+
+    #[test]
+    fn removes_every_hop_by_hop_field() {
+        let mut h = HeaderMap::new();
+        for name in &HOP_BY_HOP[1..] {
+            h.append(name, "1".parse().unwrap());
+        }
+        h.append("connection", "Keep-Alive".parse().unwrap());
+        h.append("connection", "upgrade, X-Named".parse().unwrap());
+        h.insert("x-named", "1".parse().unwrap());
+        h.insert("x-kept", "1".parse().unwrap());
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.keys().collect::<Vec<_>>(), ["x-kept"]);
+        let mut plain = HeaderMap::new();
+        plain.insert("x-kept", "1".parse().unwrap());
+        remove_hop_by_hop(&mut plain);
+        assert_eq!(plain.len(), 1);
+    }
+
+    #[test]
+    fn detached_values_keep_order_and_content() {
+        let mut h = HeaderMap::new();
+        h.append("x-a", HeaderValue::from_static("one"));
+        h.append("x-b", HeaderValue::from_static("two"));
+        h.append("x-a", HeaderValue::from_static("three"));
+        h.append("x-empty", HeaderValue::from_static(""));
+        let mut secret = HeaderValue::from_bytes(b"s3cr\xe9t").unwrap();
+        secret.set_sensitive(true);
+        h.append("x-secret", secret);
+        let before = h.clone();
+        detach_values(&mut h);
+        assert_eq!(h, before);
+        let a: Vec<_> = h.get_all("x-a").iter().collect();
+        assert_eq!(a, ["one", "three"]);
+        assert!(h["x-secret"].is_sensitive());
+        assert!(!h["x-b"].is_sensitive());
     }
 
     #[test]

@@ -124,7 +124,8 @@ pub(super) async fn checkout(
                 .compare_exchange(open, open + 1, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
         {
-            return Ok((connect_reserved(up, origin).await?, false));
+            // Boxed: a connect is rare next to a reuse, and its future is large.
+            return Ok((Box::pin(connect_reserved(up, origin)).await?, false));
         }
         if open >= up.settings.max_connections_per_origin
             && tokio::time::timeout_at(deadline.into(), notified)

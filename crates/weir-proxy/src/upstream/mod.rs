@@ -5,6 +5,7 @@
 
 mod h1;
 mod h2;
+mod owned;
 mod tls;
 
 use std::collections::HashMap;
@@ -272,13 +273,28 @@ impl Upstream {
         request: Request<RequestBody>,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         let origin = self.origin(addr);
+        // The future of this call is part of every caller's (a spawned fill's
+        // included), and moved whole when that is spawned: the paths that are not a
+        // reused HTTP/1.1 connection are boxed so that it stays small.
+        match origin.dispatch() {
+            Dispatch::Http1 => self.send_h1(&origin, None, request).await,
+            Dispatch::Http2 => Box::pin(self.send_h2(&origin, request)).await,
+            Dispatch::Probe => Box::pin(self.send_probed(&origin, request)).await,
+        }
+    }
+
+    async fn send_probed(
+        &self,
+        origin: &Arc<Origin>,
+        request: Request<RequestBody>,
+    ) -> Result<Response<UpstreamBody>, UpstreamError> {
         loop {
             match origin.dispatch() {
-                Dispatch::Http1 => return self.send_h1(&origin, None, request).await,
-                Dispatch::Http2 => return self.send_h2(&origin, request).await,
+                Dispatch::Http1 => return self.send_h1(origin, None, request).await,
+                Dispatch::Http2 => return self.send_h2(origin, request).await,
                 Dispatch::Probe => {
-                    if let Some(conn) = self.probe(&origin).await? {
-                        return self.send_h1(&origin, Some(conn), request).await;
+                    if let Some(conn) = self.probe(origin).await? {
+                        return self.send_h1(origin, Some(conn), request).await;
                     }
                 }
             }
@@ -341,7 +357,7 @@ impl Upstream {
                 // Never written: the pooled connection was already closing. Try a new one.
                 Some(request) if reused => {
                     h1::reserve_one(origin);
-                    let mut fresh = h1::connect_reserved(self, origin).await?;
+                    let mut fresh = Box::pin(h1::connect_reserved(self, origin)).await?;
                     let r = tokio::time::timeout(
                         self.response_timeout,
                         fresh.sender.send_request(request),
@@ -357,7 +373,8 @@ impl Upstream {
             },
         };
         match result {
-            Ok(resp) => {
+            Ok(mut resp) => {
+                owned::header_values(resp.headers_mut());
                 // An empty body is never polled, so its end would never return the connection.
                 let hold = if resp.body().is_end_stream() {
                     conn.release_when_ready();
@@ -395,7 +412,8 @@ impl Upstream {
                 tokio::time::timeout_at(deadline.into(), sender.try_send_request(request)).await;
             match sent {
                 Err(_) => return Err(UpstreamError::Timeout),
-                Ok(Ok(resp)) => {
+                Ok(Ok(mut resp)) => {
+                    owned::header_values(resp.headers_mut());
                     let hold = if resp.body().is_end_stream() {
                         Hold::None
                     } else {
@@ -524,7 +542,7 @@ impl UpstreamBody {
                         if self.inner.is_end_stream() {
                             self.release();
                         }
-                        return Poll::Ready(Some(Ok(data)));
+                        return Poll::Ready(Some(Ok(owned::chunk(data))));
                     }
                     Err(_trailers) => continue,
                 },
