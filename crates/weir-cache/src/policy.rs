@@ -29,10 +29,18 @@ pub struct StoragePolicy {
     /// Fresh until this instant, for requests without their own cache directives.
     fresh_until: SystemTime,
     has_validator: bool,
+    /// `CachePolicy::is_storable`, asked once when built (each call parses again).
+    #[serde(default = "unknown_storable")]
+    storable: bool,
     /// Heap bytes of what the crate keeps (fields and parsed directives), for the
     /// memory tier's charge. Absent from entries written before it was recorded.
     #[serde(default = "unknown_kept")]
     kept_bytes: u32,
+}
+
+/// Entries written before `storable` was recorded were stored, so storable.
+fn unknown_storable() -> bool {
+    true
 }
 
 /// The charge of a policy read from an older disk entry: about what two small header
@@ -62,6 +70,7 @@ impl StoragePolicy {
         let has_validator = response.headers.contains_key(http::header::ETAG)
             || response.headers.contains_key(http::header::LAST_MODIFIED);
         StoragePolicy {
+            storable: inner.is_storable(),
             inner,
             fresh_until,
             has_validator,
@@ -82,7 +91,7 @@ impl StoragePolicy {
 
     /// May this response be stored by a shared cache?
     pub fn is_storable(&self) -> bool {
-        self.inner.is_storable()
+        self.storable
     }
 
     /// Is it worth storing: storable, and either fresh for a while or revalidatable?

@@ -19,7 +19,7 @@ use crate::object::CachedObject;
 /// behind a slow disk.
 const QUEUE_LEN: usize = 4096;
 /// Body bytes queued at most, for the same reason.
-const QUEUE_BYTES: u64 = 32 << 20;
+const QUEUE_BYTES: u64 = 8 << 20;
 /// Bytes copied per step when a body is rewritten from another file.
 const COPY_CHUNK: usize = 256 << 10;
 

@@ -170,6 +170,9 @@ pub(super) async fn connect_reserved(
     }
 }
 
+/// The most an origin connection's read buffer grows to.
+const UPSTREAM_READ_BUFFER: usize = 64 << 10;
+
 /// The HTTP/1 handshake on a connected (and, for https, TLS) stream whose place in the
 /// pool is taken; the connection's task gives the place back when it ends.
 pub(super) async fn handshake(
@@ -178,6 +181,11 @@ pub(super) async fn handshake(
     io: tls::BoxIo,
 ) -> Result<PooledConn, UpstreamError> {
     let (sender, conn) = http1::Builder::new()
+        // hyper grows a connection's read buffer to about 400 KiB for large bodies and
+        // keeps it while the connection idles in the pool, and every body chunk it
+        // hands out is a slice of it: a smaller bound keeps pooled connections and
+        // fills in flight small (64 KiB reads are as cheap per byte).
+        .max_buf_size(UPSTREAM_READ_BUFFER)
         .handshake(TokioIo::new(io))
         .await
         .map_err(|e| UpstreamError::Connect(format!("{}: {e}", origin.addr)))?;
