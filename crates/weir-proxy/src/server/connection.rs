@@ -101,11 +101,16 @@ pub(crate) async fn serve(
         park_timer: None,
         park_armed: false,
     };
-    // Nothing is read, and nothing is allocated for HTTP, until the client sends.
-    if !client.wait_for_bytes(&protocols, &mut stop).await {
+    // Nothing is allocated for HTTP until the client sends. Not a wait for readability:
+    // a TLS client's first bytes may already be decrypted, read with the handshake.
+    if *stop.borrow() {
         return;
     }
-    let Some(h2) = client.read_preface().await else {
+    let preface = tokio::select! {
+        read = tokio::time::timeout(protocols.idle, client.read_preface()) => read.ok().flatten(),
+        _ = stop.changed() => None,
+    };
+    let Some(h2) = preface else {
         return;
     };
     if h2 {
