@@ -4,6 +4,7 @@
 
 mod cpu;
 mod dispatcher;
+mod idle;
 mod modules;
 mod origin;
 mod polymix;
@@ -36,6 +37,9 @@ enum Command {
     /// Weir with modules, alone and with a side load the modules adapt (fixed rate,
     /// full demand); the background's hit and miss times and the side load's rate.
     Modules(modules::Args),
+    /// Idle client connections: open many to a listener, one request on each (HTTP/1.1
+    /// or HTTP/2) or none, hold them idle, close them; the proxy's memory meanwhile.
+    Idle(idle::Args),
 }
 
 fn main() {
@@ -44,6 +48,7 @@ fn main() {
         Command::Dispatcher(args) => dispatcher::run(args),
         Command::Polymix(args) => polymix::run(args),
         Command::Modules(args) => modules::run(args),
+        Command::Idle(args) => idle::run(args),
     };
     if let Err(e) = result {
         eprintln!("weir-bench: {e}");

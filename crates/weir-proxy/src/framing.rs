@@ -81,6 +81,26 @@ impl<IO> FramingGuard<IO> {
         )
     }
 
+    /// The stream under the guard.
+    pub fn get_ref(&self) -> &IO {
+        &self.io
+    }
+
+    /// Every byte read so far belonged to a complete HTTP/1 request (head and body),
+    /// and no replacement answer is being written: the connection is between two
+    /// requests. False once the guard stepped aside (HTTP/2, a tunnel, a framing it
+    /// does not follow).
+    pub fn between_requests(&self) -> bool {
+        matches!(&self.state, State::Head(buf) if buf.is_empty()) && self.replacing.is_none()
+    }
+
+    /// Frees the head buffer kept for reuse, while the connection waits.
+    pub fn release_buffers(&mut self) {
+        if let State::Head(buf) = &mut self.state {
+            *buf = Vec::new();
+        }
+    }
+
     fn observe(&mut self, mut data: &[u8]) {
         if self.first_read {
             self.first_read = false;

@@ -1,13 +1,13 @@
 //! Listeners: accepting connections, serving HTTP/1.1 and HTTP/2 (prior knowledge) on
 //! them, and stopping gracefully.
 
+mod connection;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use crate::access_log::AccessLog;
 use crate::config::{Config, ConfigError, ListenMode, Scheduler};
 use crate::framing::FramingGuard;
-use crate::listener::{tls::TlsListener, ClientIo};
+use crate::listener::tls::TlsListener;
 use crate::metrics::Metrics;
 use crate::route::Router;
 use crate::service::{ConnInfo, Engine, ListenerInfo};
@@ -173,7 +173,7 @@ impl Server {
             open: AtomicUsize::new(0),
             closed: Notify::new(),
         });
-        let http = Arc::new(http_builder(&config));
+        let protocols = Arc::new(connection::Protocols::new(&config));
         let workers = Arc::new(Workers::start(
             config.server.worker_count(),
             config.server.scheduler,
@@ -232,7 +232,7 @@ impl Server {
                 listener,
                 info,
                 engine,
-                http.clone(),
+                protocols.clone(),
                 stop.subscribe(),
                 connections.clone(),
                 workers.clone(),
@@ -463,25 +463,6 @@ fn uses_system_roots(config: &Config) -> bool {
         .any(|url| url.tls && !own_trust(&url))
 }
 
-fn http_builder(config: &Config) -> auto::Builder<TokioExecutor> {
-    let mut b = auto::Builder::new(TokioExecutor::new());
-    let header_limit = config.limits.max_request_header.0 as usize;
-    b.http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(config.timeouts.client_idle.0)
-        .keep_alive(true)
-        // Requests over our own limit get a 431 with a reason from the service; hyper's
-        // own buffer limit (a bare 431) is only reached far beyond it.
-        .max_buf_size((2 * header_limit + 8192).max(16384))
-        .max_headers(256)
-        .pipeline_flush(false);
-    b.http2()
-        .timer(TokioTimer::new())
-        .max_header_list_size((header_limit as u32).saturating_mul(2))
-        .max_concurrent_streams(256);
-    b
-}
-
 fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
@@ -504,7 +485,7 @@ async fn accept_loop(
     listener: TcpListener,
     info: Arc<ListenerInfo>,
     engine: Arc<Engine>,
-    http: Arc<auto::Builder<TokioExecutor>>,
+    protocols: Arc<connection::Protocols>,
     stop: watch::Receiver<bool>,
     connections: Arc<ConnectionCount>,
     workers: Arc<Workers>,
@@ -533,10 +514,10 @@ async fn accept_loop(
         let worker = workers.least_busy();
         worker.open.fetch_add(1, Ordering::Relaxed);
         let worker_open = worker.open.clone();
-        let (info, engine, http, stop, connections) = (
+        let (info, engine, protocols, stop, connections) = (
             info.clone(),
             engine.clone(),
-            http.clone(),
+            protocols.clone(),
             stop.clone(),
             connections.clone(),
         );
@@ -560,49 +541,11 @@ async fn accept_loop(
                     framing,
                     requests: AtomicU64::new(0),
                 });
-                serve_connection(stream, conn, engine, http, stop, connections.clone()).await;
-            } else {
-                connections.open.fetch_sub(1, Ordering::AcqRel);
-                connections.closed.notify_waiters();
+                connection::serve(stream, conn, engine, protocols, stop).await;
             }
+            connections.open.fetch_sub(1, Ordering::AcqRel);
+            connections.closed.notify_waiters();
             worker_open.fetch_sub(1, Ordering::Relaxed);
         });
     }
-}
-
-async fn serve_connection(
-    stream: FramingGuard<ClientIo>,
-    conn: Arc<ConnInfo>,
-    engine: Arc<Engine>,
-    http: Arc<auto::Builder<TokioExecutor>>,
-    mut stop: watch::Receiver<bool>,
-    connections: Arc<ConnectionCount>,
-) {
-    let service = hyper::service::service_fn(move |req| {
-        crate::service::handle(engine.clone(), conn.clone(), req)
-    });
-    let connection = http.serve_connection_with_upgrades(TokioIo::new(stream), service);
-    tokio::pin!(connection);
-    let mut stopping = *stop.borrow();
-    if stopping {
-        connection.as_mut().graceful_shutdown();
-    }
-    loop {
-        tokio::select! {
-            result = connection.as_mut() => {
-                if let Err(e) = result {
-                    tracing::debug!("client connection ended: {e}");
-                }
-                break;
-            }
-            changed = stop.changed(), if !stopping => {
-                if changed.is_err() || *stop.borrow() {
-                    stopping = true;
-                    connection.as_mut().graceful_shutdown();
-                }
-            }
-        }
-    }
-    connections.open.fetch_sub(1, Ordering::AcqRel);
-    connections.closed.notify_waiters();
 }

@@ -127,6 +127,22 @@ pub(crate) enum ClientIo {
     Tls(Box<tokio_rustls::server::TlsStream<Prefixed<TcpStream>>>),
 }
 
+impl ClientIo {
+    /// Waits until reading may return something (bytes, the end, an error), without
+    /// reading or holding any buffer. For TLS this is the socket's readiness: when a
+    /// read of the TLS stream last returned nothing, rustls had no plaintext left.
+    pub(crate) async fn readable(&self) -> std::io::Result<()> {
+        let stream = match self {
+            ClientIo::Plain(s) => s,
+            ClientIo::Tls(s) => s.get_ref().0,
+        };
+        if stream.has_prefix() {
+            return Ok(());
+        }
+        stream.get_ref().readable().await
+    }
+}
+
 impl AsyncRead for ClientIo {
     fn poll_read(
         self: Pin<&mut Self>,

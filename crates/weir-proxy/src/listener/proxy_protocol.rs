@@ -181,6 +181,16 @@ impl<IO> Prefixed<IO> {
     pub fn new(prefix: Vec<u8>, io: IO) -> Prefixed<IO> {
         Prefixed { prefix, pos: 0, io }
     }
+
+    /// Bytes are waiting in the prefix.
+    pub fn has_prefix(&self) -> bool {
+        self.pos < self.prefix.len()
+    }
+
+    /// The stream after the prefix.
+    pub fn get_ref(&self) -> &IO {
+        &self.io
+    }
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for Prefixed<IO> {

@@ -1,0 +1,395 @@
+//! Serving one client connection, and keeping it cheap while it waits.
+//!
+//! hyper's HTTP/1 connection keeps everything it ever needed for as long as the
+//! connection lives: a read buffer (16 KiB once a request has been read), a write
+//! buffer (8 KiB), a box the size of the whole transaction future (8 KiB and more), the
+//! last response's header map. On a keep-alive connection that waits for its next
+//! request that was about 40 KB each, nearly all of it idle.
+//!
+//! So an HTTP/1 connection is served in segments. When hyper waits for the next
+//! request, no transaction is running, every byte read so far belongs to a complete
+//! request and every byte written has been flushed, and nothing arrives for
+//! [`PARK_AFTER`], the connection is parked: hyper is told the client closed (a clean
+//! end between two requests), hands the stream back (with anything it read but did not
+//! use), and all its state is freed. The stream then waits for readability with no
+//! buffer at all, for as long as hyper's idle timeout would have let it wait; when
+//! bytes come, a new hyper connection takes over the same stream. The client sees one
+//! ordinary keep-alive connection.
+//!
+//! HTTP/2 connections are served by one hyper connection from start to end: their
+//! state (HPACK tables, flow-control windows, settings) cannot be dropped and rebuilt.
+
+use std::future::Future;
+use std::io::IoSlice;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use http_body::{Body, Frame, SizeHint};
+use hyper::server::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::sync::watch;
+use tokio::time::Sleep;
+
+use crate::body::ProxyBody;
+use crate::framing::FramingGuard;
+use crate::listener::ClientIo;
+use crate::service::{ConnInfo, Engine};
+
+/// How long an HTTP/1 connection waits for its next request with hyper's state kept,
+/// before it is parked. A client that sends its requests back to back never pays for
+/// rebuilding that state; one that pauses longer waits for free.
+pub(crate) const PARK_AFTER: Duration = Duration::from_millis(2);
+
+/// The first bytes an HTTP/2 client sends (RFC 9113 §3.4).
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// How client connections are served: hyper's settings for each protocol.
+pub(crate) struct Protocols {
+    pub http1: http1::Builder,
+    pub http2: http2::Builder<TokioExecutor>,
+    /// How long a connection may wait for a request (hyper's header read timeout on
+    /// HTTP/1, applied here while a connection is parked).
+    pub idle: Duration,
+}
+
+impl Protocols {
+    pub fn new(config: &crate::config::Config) -> Protocols {
+        let header_limit = config.limits.max_request_header.0 as usize;
+        let idle = config.timeouts.client_idle.0;
+        let mut h1 = http1::Builder::new();
+        h1.timer(TokioTimer::new())
+            .header_read_timeout(idle)
+            .keep_alive(true)
+            // Requests over our own limit get a 431 with a reason from the service;
+            // hyper's own buffer limit (a bare 431) is only reached far beyond it.
+            .max_buf_size((2 * header_limit + 8192).max(16384))
+            .max_headers(256)
+            .pipeline_flush(false);
+        let mut h2 = http2::Builder::new(TokioExecutor::new());
+        h2.timer(TokioTimer::new())
+            .max_header_list_size((header_limit as u32).saturating_mul(2))
+            .max_concurrent_streams(256);
+        Protocols {
+            http1: h1,
+            http2: h2,
+            idle,
+        }
+    }
+}
+
+/// Serves `stream` until the client closes it, it stays idle too long, or the proxy
+/// stops.
+pub(crate) async fn serve(
+    stream: FramingGuard<ClientIo>,
+    conn: Arc<ConnInfo>,
+    engine: Arc<Engine>,
+    protocols: Arc<Protocols>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut client = Client {
+        io: stream,
+        prefix: Bytes::new(),
+        busy: Arc::new(AtomicUsize::new(0)),
+        unflushed: false,
+        parked: false,
+        may_park: false,
+        park_timer: None,
+        park_armed: false,
+    };
+    // Nothing is allocated for HTTP until the client sends. Not a wait for readability:
+    // a TLS client's first bytes may already be decrypted, read with the handshake.
+    if *stop.borrow() {
+        return;
+    }
+    let preface = tokio::select! {
+        read = tokio::time::timeout(protocols.idle, client.read_preface()) => read.ok().flatten(),
+        _ = stop.changed() => None,
+    };
+    let Some(h2) = preface else {
+        return;
+    };
+    if h2 {
+        let service = hyper::service::service_fn(move |req| {
+            crate::service::handle(engine.clone(), conn.clone(), req)
+        });
+        let connection = protocols
+            .http2
+            .serve_connection(TokioIo::new(client), service);
+        tokio::pin!(connection);
+        let mut stopping = false;
+        loop {
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::debug!("client connection ended: {e}");
+                    }
+                    return;
+                }
+                changed = stop.changed(), if !stopping => {
+                    if changed.is_err() || *stop.borrow() {
+                        stopping = true;
+                        connection.as_mut().graceful_shutdown();
+                    }
+                }
+            }
+        }
+    }
+    client.may_park = true;
+    loop {
+        let busy = client.busy.clone();
+        let (engine, conn) = (engine.clone(), conn.clone());
+        let service = hyper::service::service_fn(move |req| {
+            let transaction = Busy::enter(&busy);
+            let handled = crate::service::handle(engine.clone(), conn.clone(), req);
+            async move {
+                let response = handled.await?;
+                Ok::<_, std::convert::Infallible>(response.map(|body| Tracked {
+                    body,
+                    _transaction: transaction,
+                }))
+            }
+        });
+        // Boxed: the task keeps only a pointer to hyper's state, and frees it on parking.
+        let mut connection = Box::pin(
+            protocols
+                .http1
+                .serve_connection(TokioIo::new(client), service)
+                .with_upgrades(),
+        );
+        let mut stopping = *stop.borrow();
+        if stopping {
+            connection.as_mut().graceful_shutdown();
+        }
+        let result = loop {
+            tokio::select! {
+                result = connection.as_mut() => break result,
+                changed = stop.changed(), if !stopping => {
+                    if changed.is_err() || *stop.borrow() {
+                        stopping = true;
+                        connection.as_mut().graceful_shutdown();
+                    }
+                }
+            }
+        };
+        if let Err(e) = result {
+            tracing::debug!("client connection ended: {e}");
+            return;
+        }
+        // Upgraded (a tunnel owns the stream now), or closed: nothing comes back. What
+        // the pattern leaves out (hyper's read buffer, the service) is dropped here.
+        let Some(http1::Parts { io, read_buf, .. }) = Pin::into_inner(connection).into_parts()
+        else {
+            return;
+        };
+        client = io.into_inner();
+        if !client.parked || stopping {
+            return;
+        }
+        client.parked = false;
+        client.park_timer = None;
+        client.park_armed = false;
+        // A copy: hyper's leftover is a view of its whole read buffer, and would keep it.
+        client.prefix = Bytes::copy_from_slice(&read_buf);
+        drop(read_buf);
+        client.io.release_buffers();
+        if client.prefix.is_empty() && !client.wait_for_bytes(&protocols, &mut stop).await {
+            return;
+        }
+    }
+}
+
+/// The stream as hyper sees it: bytes read ahead first, then the client's. It tells
+/// hyper the client closed when the connection can be parked.
+struct Client {
+    io: FramingGuard<ClientIo>,
+    /// Bytes read from the stream that hyper has not seen yet.
+    prefix: Bytes,
+    /// Transactions whose response body hyper has not finished with.
+    busy: Arc<AtomicUsize>,
+    /// Written to the stream and not flushed since.
+    unflushed: bool,
+    /// The end hyper saw was ours, not the client's.
+    parked: bool,
+    /// HTTP/1: may be parked between requests.
+    may_park: bool,
+    /// Runs while the connection waits with hyper's state kept; allocated once per
+    /// segment.
+    park_timer: Option<Pin<Box<Sleep>>>,
+    /// `park_timer` runs for the current wait.
+    park_armed: bool,
+}
+
+impl Client {
+    /// Waits until the client sends something (true), or closes, stays idle past
+    /// `protocols.idle`, or the proxy stops (false).
+    async fn wait_for_bytes(
+        &mut self,
+        protocols: &Protocols,
+        stop: &mut watch::Receiver<bool>,
+    ) -> bool {
+        if *stop.borrow() {
+            return false;
+        }
+        tokio::select! {
+            ready = tokio::time::timeout(protocols.idle, self.io.get_ref().readable()) => {
+                matches!(ready, Ok(Ok(())))
+            }
+            _ = stop.changed() => false,
+        }
+    }
+
+    /// Reads the first bytes, as far as they can be the HTTP/2 preface, into the prefix.
+    /// Some(true): HTTP/2; None: the client closed or failed.
+    async fn read_preface(&mut self) -> Option<bool> {
+        let mut first = [0u8; H2_PREFACE.len()];
+        let mut n = 0;
+        while n < first.len() && first[..n] == H2_PREFACE[..n] {
+            match self.io.read(&mut first[n..]).await {
+                Ok(0) if n == 0 => return None,
+                Ok(0) => break,
+                Ok(read) => n += read,
+                Err(_) => return None,
+            }
+        }
+        self.prefix = Bytes::copy_from_slice(&first[..n]);
+        Some(first[..] == H2_PREFACE[..])
+    }
+
+    fn can_park(&self) -> bool {
+        self.may_park
+            && !self.unflushed
+            && self.busy.load(Ordering::Acquire) == 0
+            && self.io.between_requests()
+    }
+}
+
+impl AsyncRead for Client {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        if !this.prefix.is_empty() {
+            let n = this.prefix.len().min(buf.remaining());
+            buf.put_slice(&this.prefix[..n]);
+            this.prefix.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        let r = Pin::new(&mut this.io).poll_read(cx, buf);
+        if !r.is_pending() {
+            this.park_armed = false;
+        } else if this.can_park() {
+            if !this.park_armed {
+                // The wait begins now; later polls (the timer's own wake-up among them)
+                // must not push the deadline back.
+                this.park_armed = true;
+                let deadline = tokio::time::Instant::now() + PARK_AFTER;
+                match &mut this.park_timer {
+                    Some(t) => t.as_mut().reset(deadline),
+                    None => {
+                        this.park_timer = Some(Box::pin(tokio::time::sleep_until(deadline)));
+                    }
+                }
+            }
+            let timer = this.park_timer.as_mut().expect("armed above");
+            if timer.as_mut().poll(cx).is_ready() {
+                // hyper takes an end of stream between two requests for the client's
+                // clean close, and gives the stream back.
+                this.parked = true;
+                return Poll::Ready(Ok(()));
+            }
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Client {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.unflushed = true;
+        self.park_armed = false;
+        Pin::new(&mut self.io).poll_write(cx, data)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        self.unflushed = true;
+        self.park_armed = false;
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = Pin::new(&mut self.io).poll_flush(cx);
+        if let Poll::Ready(Ok(())) = r {
+            // hyper flushes the stream only once its own buffer is empty.
+            self.unflushed = false;
+        }
+        r
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.parked {
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// One transaction on an HTTP/1 connection, from the request until hyper drops the
+/// response body (written whole, or abandoned).
+struct Busy(Arc<AtomicUsize>);
+
+impl Busy {
+    fn enter(count: &Arc<AtomicUsize>) -> Busy {
+        count.fetch_add(1, Ordering::AcqRel);
+        Busy(count.clone())
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that keeps its transaction counted until hyper drops it.
+struct Tracked {
+    body: ProxyBody,
+    _transaction: Busy,
+}
+
+impl Body for Tracked {
+    type Data = <ProxyBody as Body>::Data;
+    type Error = <ProxyBody as Body>::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
