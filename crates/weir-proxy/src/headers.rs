@@ -1,6 +1,5 @@
 //! Intermediary header rules (RFC 9110 §7.6): hop-by-hop fields, `Via`, `Max-Forwards`.
 
-use bytes::BytesMut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 /// Fields that describe one connection, never forwarded (RFC 9110 §7.6.1; `Keep-Alive`,
@@ -58,31 +57,6 @@ pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
         if present & (1 << i) != 0 {
             headers.remove(name);
         }
-    }
-}
-
-/// Moves every header value into one allocation of the values' total size, so that
-/// the map no longer shares (and keeps alive) the connection buffer it was parsed from
-/// (see upstream/owned.rs for what that cost).
-pub(crate) fn detach_values(headers: &mut HeaderMap) {
-    let total: usize = headers.values().map(HeaderValue::len).sum();
-    if total == 0 {
-        return;
-    }
-    let mut all = BytesMut::with_capacity(total);
-    for v in headers.values() {
-        all.extend_from_slice(v.as_bytes());
-    }
-    let all = all.freeze();
-    let mut at = 0;
-    for v in headers.values_mut() {
-        let end = at + v.len();
-        // The bytes were valid in `v`, so this cannot fail; `v` is kept if it did.
-        if let Ok(mut owned) = HeaderValue::from_maybe_shared(all.slice(at..end)) {
-            owned.set_sensitive(v.is_sensitive());
-            *v = owned;
-        }
-        at = end;
     }
 }
 
@@ -206,25 +180,6 @@ mod tests {
         plain.insert("x-kept", "1".parse().unwrap());
         remove_hop_by_hop(&mut plain);
         assert_eq!(plain.len(), 1);
-    }
-
-    #[test]
-    fn detached_values_keep_order_and_content() {
-        let mut h = HeaderMap::new();
-        h.append("x-a", HeaderValue::from_static("one"));
-        h.append("x-b", HeaderValue::from_static("two"));
-        h.append("x-a", HeaderValue::from_static("three"));
-        h.append("x-empty", HeaderValue::from_static(""));
-        let mut secret = HeaderValue::from_bytes(b"s3cr\xe9t").unwrap();
-        secret.set_sensitive(true);
-        h.append("x-secret", secret);
-        let before = h.clone();
-        detach_values(&mut h);
-        assert_eq!(h, before);
-        let a: Vec<_> = h.get_all("x-a").iter().collect();
-        assert_eq!(a, ["one", "three"]);
-        assert!(h["x-secret"].is_sensitive());
-        assert!(!h["x-b"].is_sensitive());
     }
 
     #[test]

@@ -373,8 +373,7 @@ impl Upstream {
             },
         };
         match result {
-            Ok(mut resp) => {
-                owned::header_values(resp.headers_mut());
+            Ok(resp) => {
                 // An empty body is never polled, so its end would never return the connection.
                 let hold = if resp.body().is_end_stream() {
                     conn.release_when_ready();
@@ -412,8 +411,7 @@ impl Upstream {
                 tokio::time::timeout_at(deadline.into(), sender.try_send_request(request)).await;
             match sent {
                 Err(_) => return Err(UpstreamError::Timeout),
-                Ok(Ok(mut resp)) => {
-                    owned::header_values(resp.headers_mut());
+                Ok(Ok(resp)) => {
                     let hold = if resp.body().is_end_stream() {
                         Hold::None
                     } else {

@@ -1,20 +1,15 @@
-//! An origin's response, detached from the connection's read buffer.
+//! An origin's body chunks, detached from the connection's read buffer.
 //!
-//! hyper hands out header values and body chunks as slices of the connection's read
-//! buffer (8 KiB and up). Whatever keeps one of them alive (a stored object, a flight
+//! hyper hands out body chunks as slices of the connection's read buffer (8 KiB and
+//! up, at most `h1::UPSTREAM_READ_BUFFER`). Whatever keeps one alive (a flight
 //! retaining chunks for late readers) keeps the whole buffer, and hyper allocates a
-//! fresh one for the next response: a stored 1 KB object held about 20 KB, and the
-//! kernel's clearing of the fresh pages was a third of Weir's CPU on cache misses.
-//! Small pieces are copied into allocations of their own size; large chunks are most
-//! of their buffer already and are passed on as they are.
+//! fresh one for the next response, whose pages the kernel must clear. Small chunks
+//! are copied into allocations of their own size; large chunks are most of their
+//! buffer already and are passed on as they are. (What is stored is copied once more
+//! into one allocation of its exact size: `cached/keep.rs`, and for headers
+//! `weir_cache::CachedObject::new`.)
 
 use bytes::Bytes;
-use http::header::HeaderMap;
-
-/// Header values of a response, in an allocation of their own.
-pub(super) fn header_values(headers: &mut HeaderMap) {
-    crate::headers::detach_values(headers);
-}
 
 /// Body chunks shorter than this are copied out of the read buffer.
 pub(super) const COPY_CHUNKS_BELOW: usize = 16 * 1024;
