@@ -191,3 +191,80 @@ async fn many_large_fills_at_once_stay_within_fill_memory() {
         Some(0.0)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_fill_to_disk_leaves_nothing_behind() {
+    let origin = TestOrigin::start();
+    origin.route(
+        "/abandoned",
+        Reply::stream(16 << 20)
+            .cc("max-age=600")
+            .chunk_delay(Duration::from_millis(5)),
+    );
+    let dir = temp_dir("fills-abandoned");
+    let proxy = Proxy::builder()
+        .forward()
+        .option("cache", "max_memory_object", "\"256KiB\"")
+        .option(
+            "cache",
+            "disk",
+            &format!(
+                "{{ path = {:?}, size = \"256MiB\" }}",
+                dir.display().to_string()
+            ),
+        )
+        .start();
+    let client = proxied_client(proxy.forward_addr());
+    let mut resp = client
+        .get(origin.url("/abandoned"))
+        .send()
+        .await
+        .expect("request");
+    let mut received = 0u64;
+    while received < (2 << 20) {
+        let chunk = resp.chunk().await.expect("body").expect("more body");
+        check_pattern(received, &chunk);
+        received += chunk.len() as u64;
+    }
+    // The fill is on disk by now (past max_memory_object): its file has no name.
+    let named = |dir: &std::path::Path| -> usize {
+        std::fs::read_dir(dir.join("tmp")).map_or(0, |d| d.count())
+    };
+    assert_eq!(named(&dir), 0, "a fill's file is visible in tmp/");
+    let open_fill_files = |pid: u32| -> usize {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|d| {
+                d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                    .filter(|t| t.to_string_lossy().contains("/tmp/fill-"))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    assert_eq!(open_fill_files(proxy.pid()), 1, "the fill is not on disk");
+    drop(resp);
+    drop(client);
+    assert!(
+        origin
+            .eventually(Duration::from_secs(10), |o| o.aborted("/abandoned") == 1)
+            .await,
+        "the origin fetch went on after its only client left"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            metric(&proxy.metrics(), "weir_cache_fill_bytes", &[]) == Some(0.0)
+        }),
+        "the abandoned fill still holds memory"
+    );
+    let metrics = proxy.metrics();
+    assert_eq!(metric(&metrics, "weir_cache_disk_entries", &[]), Some(0.0));
+    assert_eq!(
+        metric(&metrics, "weir_cache_disk_writes_total", &[]),
+        Some(0.0)
+    );
+    assert_eq!(named(&dir), 0);
+    assert!(
+        wait_until(Duration::from_secs(10), || open_fill_files(proxy.pid())
+            == 0),
+        "the abandoned fill's file is still open"
+    );
+}
