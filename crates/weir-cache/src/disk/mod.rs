@@ -7,6 +7,7 @@
 //! The index is rebuilt at startup by reading each file's header, so the cache
 //! survives restarts. Size is bounded by evicting the least recently used files.
 
+mod fill;
 mod format;
 mod scan;
 mod writer;
@@ -291,45 +292,6 @@ impl DiskTier {
             Err(Damage::Gone) => None,
             Err(Damage::Bad(reason)) => {
                 shared.drop_damaged(&key, id, &reason);
-                None
-            }
-        }
-    }
-
-    /// A file for a fill to be written to as it arrives; `None` while the index is
-    /// being rebuilt (nothing is stored then) or when no file can be made.
-    pub(crate) fn spill(&self) -> Option<crate::spill::Spill> {
-        if self.shared.loading.load(Ordering::Acquire) {
-            return None;
-        }
-        let dir = temp_dir(&self.shared.dir);
-        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!("fill-{id:016x}"));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .or_else(|_| {
-                std::fs::create_dir_all(&dir)?;
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .open(&path)
-            });
-        match file {
-            Ok(file) => {
-                // Nameless from now on: a crash leaves nothing behind.
-                let _ = std::fs::remove_file(&path);
-                Some(crate::spill::Spill::new(file))
-            }
-            Err(e) => {
-                self.shared
-                    .counters
-                    .write_errors
-                    .fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(dir = %dir.display(), "disk cache: cannot make a file for a fill ({e}); it is not stored");
                 None
             }
         }
