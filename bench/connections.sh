@@ -106,20 +106,13 @@ mkdir -p "$TMP/www" "$TMP/origin-temp"
 head -c "$SIZE_BYTES" /dev/zero | tr '\0' 'x' >"$TMP/www/object"
 chmod 644 "$TMP/www/object"
 cat >"$TMP/origin.conf" <<EOF
-daemon off;
-master_process on;
-pid $TMP/origin.pid;
-error_log $TMP/origin-error.log warn;
+$(nginx_conf_head origin)
 worker_processes 1;
 events { worker_connections 1024; }
 http {
     access_log off;
     default_type application/octet-stream;
-    client_body_temp_path $TMP/origin-temp/client;
-    proxy_temp_path       $TMP/origin-temp/proxy;
-    fastcgi_temp_path     $TMP/origin-temp/fastcgi;
-    uwsgi_temp_path       $TMP/origin-temp/uwsgi;
-    scgi_temp_path        $TMP/origin-temp/scgi;
+$(nginx_temp_paths origin)
     server {
         listen 127.0.0.1:$PORT_ORIGIN;
         root $TMP/www;

@@ -112,28 +112,11 @@ for s in "${SIZES[@]}"; do
 done
 
 # ---------------------------------------------------------------- configs
-nginx_common() { # $1 = name
-    cat <<EOF
-daemon off;
-master_process on;
-pid $TMP/$1.pid;
-error_log $TMP/$1-error.log warn;
-EOF
-}
-nginx_temp_paths() { # $1 = name
-    cat <<EOF
-    client_body_temp_path $TMP/$1-temp/client;
-    proxy_temp_path       $TMP/$1-temp/proxy;
-    fastcgi_temp_path     $TMP/$1-temp/fastcgi;
-    uwsgi_temp_path       $TMP/$1-temp/uwsgi;
-    scgi_temp_path        $TMP/$1-temp/scgi;
-EOF
-}
 mkdir -p "$TMP/origin-temp" "$TMP/nginx-temp" "$TMP/nginx-cache"
 
 # The origin: static files with a cache lifetime of an hour.
 {
-    nginx_common origin
+    nginx_conf_head origin
     cat <<EOF
 worker_processes 1;
 events { worker_connections 1024; }
@@ -155,7 +138,7 @@ EOF
 
 # The nginx proxy: proxy_cache in front of the origin.
 {
-    nginx_common nginx
+    nginx_conf_head nginx
     cat <<EOF
 worker_processes 2;
 events { worker_connections 4096; }

@@ -161,3 +161,26 @@ done = function(summary, latency, requests)
 end
 EOF
 }
+
+# nginx_conf_head NAME: the top of an nginx.conf for a server of the script's own,
+# in the foreground, its pid and error log under $TMP (named NAME).
+nginx_conf_head() {
+    cat <<EOF
+daemon off;
+master_process on;
+pid $TMP/$1.pid;
+error_log $TMP/$1-error.log warn;
+EOF
+}
+
+# nginx_temp_paths NAME: nginx's temporary directories under $TMP/NAME-temp, for an
+# http block (so nothing is written to the system's nginx directories).
+nginx_temp_paths() {
+    cat <<EOF
+    client_body_temp_path $TMP/$1-temp/client;
+    proxy_temp_path       $TMP/$1-temp/proxy;
+    fastcgi_temp_path     $TMP/$1-temp/fastcgi;
+    uwsgi_temp_path       $TMP/$1-temp/uwsgi;
+    scgi_temp_path        $TMP/$1-temp/scgi;
+EOF
+}

@@ -162,28 +162,11 @@ for s in "$SIZE" 1k 16k 256k "${MIXES[@]}"; do
 done
 
 # ---------------------------------------------------------------- configs
-nginx_head() { # $1 = name
-    cat <<EOF
-daemon off;
-master_process on;
-pid $TMP/$1.pid;
-error_log $TMP/$1-error.log warn;
-EOF
-}
-nginx_temp_paths() { # $1 = name
-    cat <<EOF
-    client_body_temp_path $TMP/$1-temp/client;
-    proxy_temp_path       $TMP/$1-temp/proxy;
-    fastcgi_temp_path     $TMP/$1-temp/fastcgi;
-    uwsgi_temp_path       $TMP/$1-temp/uwsgi;
-    scgi_temp_path        $TMP/$1-temp/scgi;
-EOF
-}
 mkdir -p "$TMP/origin-temp" "$TMP/nginx-temp" "$TMP/nginx-cache"
 
 # Two workers: the origin must not be what limits the proxies' rate.
 {
-    nginx_head origin
+    nginx_conf_head origin
     cat <<EOF
 worker_processes 2;
 events { worker_connections 4096; }
@@ -205,7 +188,7 @@ EOF
 } >"$TMP/origin.conf"
 
 {
-    nginx_head nginx
+    nginx_conf_head nginx
     cat <<EOF
 worker_processes 2;
 events { worker_connections 4096; }
