@@ -352,10 +352,14 @@ impl Fetch {
                         self.store(&mut head, body);
                         storing = false;
                     }
-                    self.flight.push(data.clone()).await;
-                    if storing && !keeper.after_push(&self.flight, data).await {
-                        storing = false;
-                        self.stop_sharing();
+                    if !(storing && keeper.to_disk()) {
+                        self.flight.push(data).await;
+                    } else {
+                        self.flight.push(data.clone()).await;
+                        if !keeper.after_push(&self.flight, data).await {
+                            storing = false;
+                            self.stop_sharing();
+                        }
                     }
                 }
                 // Counted once per client that was reading it (TxnRecord), not here.

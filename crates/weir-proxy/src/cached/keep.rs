@@ -57,6 +57,12 @@ impl Keeper {
         matches!(self.place, Place::Memory)
     }
 
+    /// Whether the body is being written to disk (each chunk is then handed to
+    /// [`Keeper::after_push`] once pushed).
+    pub(super) fn to_disk(&self) -> bool {
+        matches!(self.place, Place::Disk(Some(_)))
+    }
+
     /// Takes note of `len` more bytes, before they are pushed to the flight. Returns
     /// `false` when the response can no longer be stored: larger than any object, no
     /// room in the fill budget, or too large for memory with no disk file to go to.
@@ -106,16 +112,14 @@ impl Keeper {
         }
     }
 
-    /// After `chunk` was pushed: a body going to disk is written in batches. Returns
-    /// `false` when the write failed (the response is then not stored).
+    /// After `chunk` was pushed, when the body goes to disk: it is written in batches.
+    /// Returns `false` when the write failed (the response is then not stored).
     pub(super) async fn after_push<H: Clone>(&mut self, flight: &Flight<H>, chunk: Bytes) -> bool {
-        if let Place::Disk(Some(_)) = self.place {
-            self.hold.add(chunk.len() as u64);
-            self.batch_bytes += chunk.len();
-            self.batch.push(chunk);
-            if self.batch_bytes >= SPILL_BATCH {
-                return self.write_batch(flight).await;
-            }
+        self.hold.add(chunk.len() as u64);
+        self.batch_bytes += chunk.len();
+        self.batch.push(chunk);
+        if self.batch_bytes >= SPILL_BATCH {
+            return self.write_batch(flight).await;
         }
         true
     }
