@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use http::{header, HeaderMap};
 
+use crate::cache_control::{delta_seconds, directive};
 use crate::object::CachedObject;
 
 /// Which use of a stale copy is asked about.
@@ -69,27 +70,8 @@ impl CachedObject {
     }
 }
 
-/// The value of the `Cache-Control` directive `name` in `headers` (compared without
-/// regard to case; empty when the directive has no value), or `None` when absent.
-pub fn directive<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(header::CACHE_CONTROL)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|s| s.split(','))
-        .find_map(|d| {
-            let (n, v) = d.split_once('=').unwrap_or((d, ""));
-            n.trim()
-                .eq_ignore_ascii_case(name)
-                .then(|| v.trim().trim_matches('"'))
-        })
-}
-
 fn seconds(headers: &HeaderMap, name: &str) -> Option<Duration> {
-    directive(headers, name)?
-        .parse::<u64>()
-        .ok()
-        .map(Duration::from_secs)
+    delta_seconds(&directive(headers, name)?).map(Duration::from_secs)
 }
 
 fn pragma_no_cache(headers: &HeaderMap) -> bool {

@@ -1,0 +1,229 @@
+//! `Cache-Control` read to the letter of RFC 9111 §5.2 and RFC 9110 §5.6: directive
+//! names in any case, arguments as tokens or quoted strings (commas inside quotes do not
+//! split), field lists of the qualified `no-cache` and `private`, and delta-seconds that
+//! saturate at 2^31 instead of failing (§1.2.2).
+//!
+//! It sits at the bottom of the cache's vocabulary: it knows header values and nothing
+//! of stored objects or policies.
+
+use std::borrow::Cow;
+
+use http::{header, HeaderMap, HeaderValue};
+
+/// The largest delta-seconds a cache must represent; larger values mean this (RFC
+/// 9111 §1.2.2).
+pub const DELTA_SECONDS_MAX: u64 = 1 << 31;
+
+/// One directive of a `Cache-Control` field: its name as written (compare it with
+/// [`Directive::is`], which ignores case) and its argument, unquoted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Directive<'a> {
+    name: &'a str,
+    argument: Option<Cow<'a, str>>,
+}
+
+impl<'a> Directive<'a> {
+    /// Whether this is the directive `name` (given in lower case), in any case.
+    pub fn is(&self, name: &str) -> bool {
+        self.name.eq_ignore_ascii_case(name)
+    }
+
+    /// The directive's name as written.
+    pub fn name(&self) -> &'a str {
+        self.name
+    }
+
+    /// Its argument, without quotes and escapes; `None` when it has none.
+    pub fn argument(&self) -> Option<&str> {
+        self.argument.as_deref()
+    }
+}
+
+/// Every directive of every `Cache-Control` line of `headers`, in order.
+pub fn directives(headers: &HeaderMap) -> impl Iterator<Item = Directive<'_>> {
+    headers
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .flat_map(Directives::of)
+}
+
+/// The first directive `name` (lower case) in `headers`' `Cache-Control`, with its
+/// argument (`Some("")` when it has none), in any case.
+pub fn directive<'a>(headers: &'a HeaderMap, name: &str) -> Option<Cow<'a, str>> {
+    directives(headers)
+        .find(|d| d.is(name))
+        .map(|d| d.argument.unwrap_or(Cow::Borrowed("")))
+}
+
+/// The directives of one field line.
+pub struct Directives<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Directives<'a> {
+    /// The directives of one `Cache-Control` line (a value that is not visible ASCII
+    /// has none).
+    pub fn of(value: &'a HeaderValue) -> Directives<'a> {
+        let rest = value.to_str().map(str::as_bytes).unwrap_or(b"");
+        Directives { rest }
+    }
+
+    /// The directives of a field value given as text.
+    pub fn of_str(value: &'a str) -> Directives<'a> {
+        Directives {
+            rest: value.as_bytes(),
+        }
+    }
+
+    /// Skips to just after the next comma outside a quoted string.
+    fn skip_element(&mut self) {
+        let mut quoted = false;
+        let mut escaped = false;
+        for (i, &b) in self.rest.iter().enumerate() {
+            if escaped {
+                escaped = false;
+            } else if quoted && b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                quoted = !quoted;
+            } else if b == b',' && !quoted {
+                self.rest = &self.rest[i + 1..];
+                return;
+            }
+        }
+        self.rest = b"";
+    }
+}
+
+impl<'a> Iterator for Directives<'a> {
+    type Item = Directive<'a>;
+
+    fn next(&mut self) -> Option<Directive<'a>> {
+        loop {
+            self.rest = trim_start(self.rest);
+            if self.rest.is_empty() {
+                return None;
+            }
+            if self.rest[0] == b',' {
+                self.rest = &self.rest[1..];
+                continue;
+            }
+            let name_len = self.rest.iter().take_while(|&&b| is_tchar(b)).count();
+            if name_len == 0 {
+                self.skip_element();
+                continue;
+            }
+            let name = ascii(&self.rest[..name_len]);
+            self.rest = trim_start(&self.rest[name_len..]);
+            let argument = if self.rest.first() == Some(&b'=') {
+                self.rest = trim_start(&self.rest[1..]);
+                match self.argument() {
+                    Some(a) => Some(a),
+                    None => {
+                        self.skip_element();
+                        continue;
+                    }
+                }
+            } else {
+                None
+            };
+            // What follows must end the element; anything else makes it unreadable.
+            self.rest = trim_start(self.rest);
+            match self.rest.first() {
+                None => {}
+                Some(b',') => self.rest = &self.rest[1..],
+                Some(_) => {
+                    self.skip_element();
+                    continue;
+                }
+            }
+            return Some(Directive { name, argument });
+        }
+    }
+}
+
+impl<'a> Directives<'a> {
+    /// A token or a quoted string at the start of `rest`, consumed.
+    fn argument(&mut self) -> Option<Cow<'a, str>> {
+        if self.rest.first() == Some(&b'"') {
+            let body = &self.rest[1..];
+            let mut unescaped: Option<Vec<u8>> = None;
+            let mut i = 0;
+            while i < body.len() {
+                match body[i] {
+                    b'"' => {
+                        self.rest = &body[i + 1..];
+                        return Some(match unescaped {
+                            Some(v) => Cow::Owned(String::from_utf8(v).ok()?),
+                            None => Cow::Borrowed(ascii(&body[..i])),
+                        });
+                    }
+                    b'\\' if i + 1 < body.len() => {
+                        let v = unescaped.get_or_insert_with(|| body[..i].to_vec());
+                        v.push(body[i + 1]);
+                        i += 2;
+                    }
+                    b => {
+                        if let Some(v) = unescaped.as_mut() {
+                            v.push(b);
+                        }
+                        i += 1;
+                    }
+                }
+            }
+            None
+        } else {
+            let len = self.rest.iter().take_while(|&&b| is_tchar(b)).count();
+            if len == 0 {
+                return None;
+            }
+            let token = ascii(&self.rest[..len]);
+            self.rest = &self.rest[len..];
+            Some(Cow::Borrowed(token))
+        }
+    }
+}
+
+/// A delta-seconds argument (RFC 9111 §1.2.2): digits only, saturating at
+/// [`DELTA_SECONDS_MAX`]; `None` when it is not one.
+pub fn delta_seconds(argument: &str) -> Option<u64> {
+    if argument.is_empty() || !argument.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(
+        argument
+            .parse::<u64>()
+            .map_or(DELTA_SECONDS_MAX, |s| s.min(DELTA_SECONDS_MAX)),
+    )
+}
+
+/// The field names a qualified `no-cache="a, b"` or `private="a"` lists, lower case.
+pub fn field_names(argument: &str) -> Vec<String> {
+    argument
+        .split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && n.bytes().all(is_tchar))
+        .map(str::to_ascii_lowercase)
+        .collect()
+}
+
+fn trim_start(mut s: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = s {
+        s = rest;
+    }
+    s
+}
+
+/// RFC 9110 §5.6.2 token characters.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// The bytes came from a `&str` and the slice ends on ASCII boundaries.
+fn ascii(b: &[u8]) -> &str {
+    std::str::from_utf8(b).unwrap_or("")
+}
+
+#[cfg(test)]
+#[path = "cache_control_tests.rs"]
+mod tests;
