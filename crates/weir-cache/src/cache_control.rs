@@ -18,7 +18,7 @@ pub const DELTA_SECONDS_MAX: u64 = 1 << 31;
 /// [`Directive::is`], which ignores case) and its argument, unquoted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Directive<'a> {
-    name: &'a str,
+    name: Cow<'a, str>,
     argument: Option<Cow<'a, str>>,
 }
 
@@ -28,9 +28,17 @@ impl<'a> Directive<'a> {
         self.name.eq_ignore_ascii_case(name)
     }
 
+    /// A directive made from parts read elsewhere (a targeted field, RFC 9213).
+    pub fn new(name: impl Into<Cow<'a, str>>, argument: Option<Cow<'a, str>>) -> Directive<'a> {
+        Directive {
+            name: name.into(),
+            argument,
+        }
+    }
+
     /// The directive's name as written.
-    pub fn name(&self) -> &'a str {
-        self.name
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// Its argument, without quotes and escapes; `None` when it has none.
@@ -113,7 +121,7 @@ impl<'a> Iterator for Directives<'a> {
                 self.skip_element();
                 continue;
             }
-            let name = ascii(&self.rest[..name_len]);
+            let name = Cow::Borrowed(ascii(&self.rest[..name_len]));
             self.rest = trim_start(&self.rest[name_len..]);
             let argument = if self.rest.first() == Some(&b'=') {
                 self.rest = trim_start(&self.rest[1..]);

@@ -25,6 +25,7 @@ mod spill;
 mod stale;
 mod storage;
 mod tags;
+pub mod targeted;
 mod tiered;
 
 pub use adapted::{Adapted, OriginFields};
