@@ -15,6 +15,7 @@ pub mod cache_control;
 mod coalesce;
 mod compact;
 pub mod conditional;
+pub mod directives;
 mod disk;
 mod invalidation;
 mod key;
