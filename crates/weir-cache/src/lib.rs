@@ -17,6 +17,7 @@ mod compact;
 pub mod conditional;
 pub mod directives;
 mod disk;
+pub mod freshness;
 mod invalidation;
 mod key;
 mod object;

@@ -1,0 +1,274 @@
+//! RFC 9111's arithmetic for a shared cache: may a response be stored (§3), how long is
+//! it fresh (§4.2.1, §4.2.2), how old was it when it arrived (§4.2.3), and may a stored
+//! copy answer a request that carries its own directives (§5.2.1).
+//!
+//! It reads headers through [`crate::cache_control`], [`crate::targeted`] and
+//! [`crate::directives`], and knows nothing of stored objects.
+
+use std::time::{Duration, SystemTime};
+
+use http::{header, request, response, HeaderMap, HeaderName, StatusCode};
+
+use crate::cache_control::{delta_seconds, directives, Directives};
+use crate::directives::{FieldScope, RequestDirectives, ResponseDirectives};
+use crate::targeted::targeted_directives;
+
+/// What the operator decides about storing and freshness.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyOptions<'a> {
+    /// The share of the time since `Last-Modified` that a response without explicit
+    /// freshness stays fresh (RFC 9111 §4.2.2).
+    pub heuristic_fraction: f32,
+    /// Targeted fields (RFC 9213) that this cache obeys instead of `Cache-Control` and
+    /// `Expires`, most specific first; empty to obey only `Cache-Control`.
+    pub targeted_fields: &'a [HeaderName],
+    /// Refuse to store responses that set cookies, whatever their freshness.
+    pub refuse_set_cookie: bool,
+}
+
+impl Default for PolicyOptions<'_> {
+    fn default() -> Self {
+        PolicyOptions {
+            heuristic_fraction: 0.1,
+            targeted_fields: &[],
+            refuse_set_cookie: false,
+        }
+    }
+}
+
+/// What RFC 9111 says about one response, as the policy stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assessment {
+    /// A shared cache may store it.
+    pub storable: bool,
+    /// Its freshness lifetime.
+    pub lifetime: Duration,
+    /// Its corrected initial age when it arrived.
+    pub initial_age: Duration,
+    /// Unqualified `no-cache`: every reuse must be validated first.
+    pub validate_always: bool,
+    /// `must-revalidate`, `proxy-revalidate` or `s-maxage`: never served stale.
+    pub forbids_stale: bool,
+    /// Fields a qualified `private` or `no-cache` names: they are not stored.
+    pub unstored_fields: Vec<String>,
+    /// It has `ETag` or `Last-Modified`, so a stale copy can be validated.
+    pub has_validator: bool,
+}
+
+/// Status codes whose responses are heuristically cacheable (RFC 9110 §15.1).
+const HEURISTIC_STATUSES: [u16; 12] = [200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501];
+
+/// Assesses `response`, received at `response_time`, to `request`.
+pub fn assess(
+    request: &request::Parts,
+    response: &response::Parts,
+    response_time: SystemTime,
+    options: &PolicyOptions<'_>,
+) -> Assessment {
+    let headers = &response.headers;
+    let targeted = targeted_directives(headers, options.targeted_fields);
+    let cc = match &targeted {
+        Some(ds) => ResponseDirectives::read(ds.iter().cloned()),
+        None => ResponseDirectives::read(directives(headers)),
+    };
+    let date = http_date(headers, header::DATE).flatten();
+    let explicit = explicit_lifetime(&cc, headers, targeted.is_some(), date, response_time);
+    let status = response.status;
+    let heuristic_status = HEURISTIC_STATUSES.contains(&status.as_u16());
+    let lifetime = match explicit {
+        Some(l) => l,
+        None if heuristic_status || cc.public => heuristic(
+            headers,
+            date.unwrap_or(response_time),
+            options.heuristic_fraction,
+        ),
+        None => Duration::ZERO,
+    };
+    let storable = storable(request, response, &cc, explicit.is_some(), options);
+    let mut unstored_fields = Vec::new();
+    for scope in [&cc.private, &cc.no_cache] {
+        if let FieldScope::Fields(names) = scope {
+            unstored_fields.extend(names.iter().cloned());
+        }
+    }
+    Assessment {
+        storable,
+        lifetime,
+        initial_age: initial_age(headers, date, response_time),
+        validate_always: cc.no_cache.is_whole(),
+        forbids_stale: cc.forbids_stale(),
+        unstored_fields,
+        has_validator: headers.contains_key(header::ETAG)
+            || headers.contains_key(header::LAST_MODIFIED),
+    }
+}
+
+/// RFC 9111 §3 for a shared cache, with §5.2.2.3 (`must-understand`) and the
+/// operator's cookie rule.
+fn storable(
+    request: &request::Parts,
+    response: &response::Parts,
+    cc: &ResponseDirectives,
+    explicit: bool,
+    options: &PolicyOptions<'_>,
+) -> bool {
+    let status = response.status;
+    // A 206 needs the partial-content rules, a 304 is an update, not a response to keep.
+    if status.is_informational()
+        || status == StatusCode::PARTIAL_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        return false;
+    }
+    if request_directives(&request.headers).no_store {
+        return false;
+    }
+    if cc.must_understand {
+        if !understood(status) {
+            return false;
+        }
+    } else if cc.no_store {
+        return false;
+    }
+    if cc.private.is_whole() {
+        return false;
+    }
+    if request.headers.contains_key(header::AUTHORIZATION)
+        && !(cc.public || cc.must_revalidate || cc.s_maxage.is_some())
+    {
+        return false;
+    }
+    if options.refuse_set_cookie && response.headers.contains_key(header::SET_COOKIE) {
+        return false;
+    }
+    explicit || cc.public || HEURISTIC_STATUSES.contains(&status.as_u16())
+}
+
+/// Status codes whose caching rules Weir implements (for `must-understand`).
+fn understood(status: StatusCode) -> bool {
+    matches!(
+        status.as_u16(),
+        200 | 203 | 204 | 300 | 301 | 302 | 303 | 307 | 308 | 404 | 405 | 410 | 414 | 501
+    )
+}
+
+/// The explicit lifetime: `s-maxage`, then `max-age`, then `Expires` minus `Date`
+/// (§4.2.1). An invalid `Expires` means already expired (§5.3), as does an invalid
+/// freshness directive.
+fn explicit_lifetime(
+    cc: &ResponseDirectives,
+    headers: &HeaderMap,
+    targeted: bool,
+    date: Option<SystemTime>,
+    response_time: SystemTime,
+) -> Option<Duration> {
+    if cc.invalid_freshness {
+        return Some(Duration::ZERO);
+    }
+    if let Some(l) = cc.s_maxage.or(cc.max_age) {
+        return Some(l);
+    }
+    if targeted {
+        // A targeted field replaces `Expires` too (RFC 9213 §2.2).
+        return None;
+    }
+    match http_date(headers, header::EXPIRES)? {
+        Some(expires) => Some(
+            expires
+                .duration_since(date.unwrap_or(response_time))
+                .unwrap_or_default(),
+        ),
+        None => Some(Duration::ZERO),
+    }
+}
+
+/// §4.2.2: a fraction of the time since `Last-Modified`.
+fn heuristic(headers: &HeaderMap, date: SystemTime, fraction: f32) -> Duration {
+    match http_date(headers, header::LAST_MODIFIED).flatten() {
+        Some(modified) => date
+            .duration_since(modified)
+            .unwrap_or_default()
+            .mul_f32(fraction.max(0.0)),
+        None => Duration::ZERO,
+    }
+}
+
+/// §4.2.3 with the request time unknown (taken as the response time): the larger of
+/// the apparent age and the `Age` the response carries (its first value, §5.1).
+fn initial_age(
+    headers: &HeaderMap,
+    date: Option<SystemTime>,
+    response_time: SystemTime,
+) -> Duration {
+    let apparent = date
+        .and_then(|d| response_time.duration_since(d).ok())
+        .unwrap_or_default();
+    let age = headers
+        .get(header::AGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.split(',').next())
+        .and_then(|s| delta_seconds(s.trim()))
+        .map(Duration::from_secs)
+        .unwrap_or_default();
+    apparent.max(age)
+}
+
+/// A date field's first line: `None` when absent, `Some(None)` when not a valid
+/// HTTP-date (IMF-fixdate, RFC 850 or asctime; RFC 9110 §5.6.7).
+fn http_date(headers: &HeaderMap, name: HeaderName) -> Option<Option<SystemTime>> {
+    let value = headers.get(name)?;
+    Some(
+        value
+            .to_str()
+            .ok()
+            .and_then(|s| httpdate::parse_http_date(s.trim()).ok()),
+    )
+}
+
+/// A request's directives; `Pragma: no-cache` counts as `no-cache` when the request has
+/// no `Cache-Control` (RFC 9111 §5.4).
+pub fn request_directives(headers: &HeaderMap) -> RequestDirectives {
+    let mut r = RequestDirectives::read(directives(headers));
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        r.no_cache = headers
+            .get_all(header::PRAGMA)
+            .iter()
+            .flat_map(Directives::of)
+            .any(|d| d.is("no-cache"));
+    }
+    r
+}
+
+/// May a stored copy of this `age` with this `lifetime` answer a request with these
+/// directives without validation (RFC 9111 §4.2, §5.2.1)?
+pub fn satisfies(
+    request: &RequestDirectives,
+    assessment_forbids_stale: bool,
+    lifetime: Duration,
+    age: Duration,
+) -> bool {
+    if request.no_cache {
+        return false;
+    }
+    if request.max_age.is_some_and(|max| age > max) {
+        return false;
+    }
+    if let Some(min) = request.min_fresh {
+        if lifetime < age.saturating_add(min) {
+            return false;
+        }
+    }
+    if age < lifetime {
+        return true;
+    }
+    match request.max_stale {
+        Some(limit) if !assessment_forbids_stale => {
+            limit.is_none_or(|max| age.saturating_sub(lifetime) <= max)
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+#[path = "freshness_tests.rs"]
+mod tests;
