@@ -289,7 +289,8 @@ impl Server {
         factories: &[Box<dyn weir_api::ModuleFactory>],
     ) -> Result<String, ConfigError> {
         // Certificates first: if any fails, nothing at all changes.
-        let certificates = crate::listener::tls::reload_plan(config, &self.tls)?;
+        let certificates =
+            crate::listener::tls::reload_plan(&config.listen, &config.source, &self.tls)?;
         let loaded = crate::modules::load(config, factories, &self.context)?;
         loaded.start_timers(&self.metrics);
         let mut current = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
