@@ -13,6 +13,7 @@ use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::access_log::AccessLog;
+pub use crate::admin::ReloadRequest;
 use crate::config::{Config, ConfigError, ListenMode, Scheduler};
 use crate::framing::FramingGuard;
 use crate::listener::tls::TlsListener;
@@ -32,14 +33,6 @@ impl std::fmt::Display for StartError {
 }
 
 impl std::error::Error for StartError {}
-
-/// A request to reload the configuration, from the admin listener. The process's
-/// main loop answers it with what was reloaded or why the reload was refused.
-#[derive(Debug)]
-pub struct ReloadRequest {
-    /// Where the verdict goes.
-    pub answer: tokio::sync::oneshot::Sender<Result<String, String>>,
-}
 
 /// A running proxy.
 pub struct Server {
