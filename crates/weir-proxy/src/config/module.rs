@@ -11,6 +11,8 @@ use serde::Deserialize;
 /// belongs to the module and is kept, unchecked, in [`settings`](Self::settings) for the
 /// module's builder to read. That builder's errors are reported through
 /// [`Config::module_error`], which finds their line in [`key_lines`](Self::key_lines).
+///
+/// [`Config::module_error`]: super::Config::module_error
 #[derive(Debug, Clone, Deserialize)]
 pub struct ModuleConfig {
     /// Which built-in module. Required; two enabled sections cannot share a name.
@@ -35,6 +37,8 @@ pub struct ModuleConfig {
     /// elements included, by their path relative to the section (`value`,
     /// `headers.x-a`, `list[2]`) as [`Config::module_error`] prints them. Empty when
     /// not parsed from a file.
+    ///
+    /// [`Config::module_error`]: super::Config::module_error
     #[serde(skip)]
     pub key_lines: BTreeMap<String, usize>,
 }
