@@ -14,144 +14,19 @@ use prometheus_client::registry::{Metric, Registry, Unit};
 
 use crate::config::ListenMode;
 
+mod cache;
 mod encode;
+mod labels;
 mod listener;
 mod process;
 mod purge;
 
+pub use cache::CacheFigures;
+pub use labels::{Alpn, CacheOutcome, ErrorKind, Refusal};
 pub use process::ProcessFigures;
 
-use encode::{AtomicHistogram, CacheGauge, Series};
-
-pub use listener::{Alpn, Refusal};
-
-/// How a transaction was served, for metrics, the access log and `Cache-Status`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CacheOutcome {
-    /// Served fresh from the memory tier.
-    Hit,
-    /// Served fresh from the disk tier.
-    DiskHit,
-    /// Fetched from the origin (stored or not).
-    Miss,
-    /// A stale entry was validated with the origin, which answered 304.
-    RefreshUnmodified,
-    /// A stale entry was validated with the origin, which sent a new response.
-    RefreshModified,
-    /// The request could not use the cache (method, Range, no-store ...).
-    Bypass,
-    /// Served from another client's concurrent fetch of the same object.
-    Collapsed,
-    /// Served from a stale copy while it is refreshed in the background
-    /// (stale-while-revalidate).
-    StaleRevalidating,
-    /// Served from a stale copy because the origin failed (stale-if-error).
-    StaleOnError,
-    /// A CONNECT tunnel.
-    Tunnel,
-    /// Refused (access control, limits, malformed request).
-    Denied,
-    /// Failed (origin unreachable, timeout, cut body).
-    Error,
-}
-
-impl CacheOutcome {
-    /// All outcomes, in a fixed order (index = `self as usize`).
-    pub const ALL: [CacheOutcome; 12] = [
-        CacheOutcome::Hit,
-        CacheOutcome::DiskHit,
-        CacheOutcome::Miss,
-        CacheOutcome::RefreshUnmodified,
-        CacheOutcome::RefreshModified,
-        CacheOutcome::Bypass,
-        CacheOutcome::Collapsed,
-        CacheOutcome::StaleRevalidating,
-        CacheOutcome::StaleOnError,
-        CacheOutcome::Tunnel,
-        CacheOutcome::Denied,
-        CacheOutcome::Error,
-    ];
-
-    /// Lowercase label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CacheOutcome::Hit => "hit",
-            CacheOutcome::DiskHit => "disk_hit",
-            CacheOutcome::Miss => "miss",
-            CacheOutcome::RefreshUnmodified => "refresh_unmodified",
-            CacheOutcome::RefreshModified => "refresh_modified",
-            CacheOutcome::Bypass => "bypass",
-            CacheOutcome::Collapsed => "collapsed",
-            CacheOutcome::StaleRevalidating => "stale_revalidating",
-            CacheOutcome::StaleOnError => "stale_on_error",
-            CacheOutcome::Tunnel => "tunnel",
-            CacheOutcome::Denied => "denied",
-            CacheOutcome::Error => "error",
-        }
-    }
-}
-
-/// Kinds of errors counted in `weir_errors_total{kind}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// Malformed request or ambiguous framing (400).
-    BadRequest,
-    /// Request header section over the limit (431).
-    HeaderTooLarge,
-    /// Client not allowed, or CONNECT port not allowed (403).
-    Forbidden,
-    /// Request body over the limit (413).
-    BodyTooLarge,
-    /// Could not connect to the origin (502).
-    OriginUnreachable,
-    /// The origin did not answer in time (504).
-    OriginTimeout,
-    /// The origin answered with something unusable, reset the stream, or cut its body.
-    OriginProtocol,
-    /// The TLS handshake with the origin failed (502).
-    OriginTls,
-    /// The client went away mid-response.
-    ClientAborted,
-    /// The client paused longer than `[timeouts] client_body_idle` while sending its
-    /// request body (408).
-    ClientTimeout,
-    /// A module that is not optional failed (500).
-    ModuleFailed,
-}
-
-impl ErrorKind {
-    /// All kinds, in a fixed order (index = `self as usize`).
-    pub const ALL: [ErrorKind; 11] = [
-        ErrorKind::BadRequest,
-        ErrorKind::HeaderTooLarge,
-        ErrorKind::Forbidden,
-        ErrorKind::BodyTooLarge,
-        ErrorKind::OriginUnreachable,
-        ErrorKind::OriginTimeout,
-        ErrorKind::OriginProtocol,
-        ErrorKind::OriginTls,
-        ErrorKind::ClientAborted,
-        ErrorKind::ClientTimeout,
-        ErrorKind::ModuleFailed,
-    ];
-
-    /// Lowercase label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::BadRequest => "bad_request",
-            ErrorKind::HeaderTooLarge => "header_too_large",
-            ErrorKind::Forbidden => "forbidden",
-            ErrorKind::BodyTooLarge => "body_too_large",
-            ErrorKind::OriginUnreachable => "origin_unreachable",
-            ErrorKind::OriginTimeout => "origin_timeout",
-            ErrorKind::OriginProtocol => "origin_protocol",
-            ErrorKind::OriginTls => "origin_tls",
-            ErrorKind::ClientAborted => "client_aborted",
-            ErrorKind::ClientTimeout => "client_timeout",
-            ErrorKind::ModuleFailed => "module_failed",
-        }
-    }
-}
+use cache::CacheSource;
+use encode::{lock, AtomicHistogram, Series};
 
 /// Upper bounds of the request-duration buckets, in seconds: 1-2.5-5 steps from 100 µs
 /// to 60 s, so both cache hits (sub-millisecond) and slow origins are resolved.
@@ -173,23 +48,6 @@ fn mode_index(mode: ListenMode) -> usize {
         ListenMode::Transparent => 2,
     }
 }
-
-/// The cache's figures, read when metrics are scraped.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct CacheFigures {
-    /// Bytes charged in the memory tier.
-    pub memory_bytes: u64,
-    /// Objects (and variant lists) in the memory tier.
-    pub memory_objects: u64,
-    /// The disk tier's counters (all zero without one).
-    pub disk: weir_cache::DiskStats,
-    /// Body bytes fills in flight hold in memory.
-    pub fill_bytes: u64,
-    /// Fills served but not stored because `[cache] fill_memory` was taken.
-    pub fills_passed: u64,
-}
-
-type CacheSource = Arc<dyn Fn() -> CacheFigures + Send + Sync>;
 
 /// The process's metrics. Hot-path methods neither allocate nor look labels up.
 pub struct Metrics {
@@ -265,68 +123,7 @@ impl Metrics {
             "Requests sent on a reused keep-alive origin connection",
         );
 
-        let cache_source: Arc<Mutex<Option<CacheSource>>> = Arc::default();
-        let figure = |pick, counter| CacheGauge {
-            source: cache_source.clone(),
-            pick,
-            counter,
-        };
-        r.register(
-            "cache_bytes",
-            "Bytes held by the memory tier",
-            figure(|f| f.memory_bytes, false),
-        );
-        r.register(
-            "cache_objects",
-            "Objects held by the memory tier",
-            figure(|f| f.memory_objects, false),
-        );
-        r.register(
-            "cache_disk_bytes",
-            "Bytes of the files in the disk tier",
-            figure(|f| f.disk.bytes, false),
-        );
-        r.register(
-            "cache_disk_entries",
-            "Entries in the disk tier",
-            figure(|f| f.disk.entries, false),
-        );
-        r.register(
-            "cache_disk_loading",
-            "1 while the disk tier's index is rebuilt from its files at startup (it finds and stores nothing meanwhile)",
-            figure(|f| u64::from(f.disk.loading), false),
-        );
-        r.register(
-            "cache_disk_writes",
-            "Entries written to the disk tier",
-            figure(|f| f.disk.writes, true),
-        );
-        r.register(
-            "cache_disk_write_errors",
-            "Writes to the disk tier that failed (disk full, directory unwritable)",
-            figure(|f| f.disk.write_errors, true),
-        );
-        r.register(
-            "cache_disk_writes_dropped",
-            "Writes skipped because the disk writer was too far behind, or the index was still being rebuilt",
-            figure(|f| f.disk.writes_dropped, true),
-        );
-        r.register(
-            "cache_disk_damaged",
-            "Damaged disk entries found and dropped",
-            figure(|f| f.disk.damaged, true),
-        );
-
-        r.register(
-            "cache_fill_bytes",
-            "Body bytes that fills in flight hold in memory (at most [cache] fill_memory)",
-            figure(|f| f.fill_bytes, false),
-        );
-        r.register(
-            "cache_fills_passed",
-            "Responses served but not stored because [cache] fill_memory was taken by other fills",
-            figure(|f| f.fills_passed, true),
-        );
+        let cache_source = cache::register(&mut r);
 
         let purge_source = purge::register(&mut r);
         let listener = listener::ListenerCounters::register(&mut r);
@@ -502,11 +299,6 @@ impl weir_api::MetricsRegistry for Metrics {
 /// The content type of [`Metrics::encode`]'s output.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panicking cache source must not take the metrics endpoint down with it.
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Registers a fresh metric and returns a handle sharing its value.
 fn add<M: Metric + Clone + Default>(registry: &mut Registry, name: &str, help: &str) -> M {

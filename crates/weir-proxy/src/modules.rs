@@ -5,6 +5,8 @@
 //! panicking future) fails only its transaction, or is skipped when the module is
 //! optional, and is counted.
 
+pub(crate) mod call;
+
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
@@ -438,79 +440,4 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> &str {
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("(no message)")
-}
-
-/// The callbacks of each event, as [`Callback`]s.
-pub(crate) mod call {
-    use weir_api::{
-        BodyChunk, CacheLookup, Flow, Module, RequestHead, ResponseHead, Txn, WholeBody,
-    };
-
-    // Each is `inline(always)` so that, once `ModuleChain::call` is inlined, the module's
-    // callback is called directly rather than through this function's pointer.
-
-    #[inline(always)]
-    pub fn request_headers<'a>(
-        m: &'a dyn Module,
-        t: &'a mut Txn,
-        r: &'a mut RequestHead,
-    ) -> Flow<'a> {
-        m.on_request_headers(t, r)
-    }
-    #[inline(always)]
-    pub fn request_body<'a>(m: &'a dyn Module, t: &'a mut Txn, c: &'a mut BodyChunk) -> Flow<'a> {
-        m.on_request_body(t, c)
-    }
-    #[inline(always)]
-    pub fn whole_request<'a>(
-        m: &'a dyn Module,
-        t: &'a mut Txn,
-        w: &'a mut (RequestHead, WholeBody),
-    ) -> Flow<'a> {
-        m.on_whole_request(t, &mut w.0, &mut w.1)
-    }
-    #[inline(always)]
-    pub fn whole_response<'a>(
-        m: &'a dyn Module,
-        t: &'a mut Txn,
-        w: &'a mut (ResponseHead, WholeBody),
-    ) -> Flow<'a> {
-        m.on_whole_response(t, &mut w.0, &mut w.1)
-    }
-    #[inline(always)]
-    pub fn cache_lookup<'a>(m: &'a dyn Module, t: &'a mut Txn, l: &'a mut CacheLookup) -> Flow<'a> {
-        m.on_cache_lookup(t, *l)
-    }
-    #[inline(always)]
-    pub fn upstream_request<'a>(
-        m: &'a dyn Module,
-        t: &'a mut Txn,
-        r: &'a mut RequestHead,
-    ) -> Flow<'a> {
-        m.on_upstream_request(t, r)
-    }
-    #[inline(always)]
-    pub fn response_headers<'a>(
-        m: &'a dyn Module,
-        t: &'a mut Txn,
-        r: &'a mut ResponseHead,
-    ) -> Flow<'a> {
-        m.on_response_headers(t, r)
-    }
-    #[inline(always)]
-    pub fn response_body<'a>(m: &'a dyn Module, t: &'a mut Txn, c: &'a mut BodyChunk) -> Flow<'a> {
-        m.on_response_body(t, c)
-    }
-    #[inline(always)]
-    pub fn deliver_headers<'a>(
-        m: &'a dyn Module,
-        t: &'a mut Txn,
-        r: &'a mut ResponseHead,
-    ) -> Flow<'a> {
-        m.on_deliver_headers(t, r)
-    }
-    #[inline(always)]
-    pub fn deliver_body<'a>(m: &'a dyn Module, t: &'a mut Txn, c: &'a mut BodyChunk) -> Flow<'a> {
-        m.on_deliver_body(t, c)
-    }
 }

@@ -1,45 +1,30 @@
 //! Listeners: accepting connections, serving HTTP/1.1 and HTTP/2 (prior knowledge) on
 //! them, and stopping gracefully.
 
+mod accept;
 mod connection;
+mod start_error;
+mod workers;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::access_log::AccessLog;
-use crate::config::{Config, ConfigError, ListenMode, Scheduler};
-use crate::framing::FramingGuard;
+pub use crate::admin::ReloadRequest;
+use crate::config::{Config, ConfigError, ListenMode};
 use crate::listener::tls::TlsListener;
 use crate::metrics::Metrics;
 use crate::route::Router;
-use crate::service::{ConnInfo, Engine, ListenerInfo};
+use crate::service::{Engine, ListenerInfo};
 use crate::upstream::Upstream;
-
-/// Why the proxy could not start.
-#[derive(Debug)]
-pub struct StartError(String);
-
-impl std::fmt::Display for StartError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for StartError {}
-
-/// A request to reload the configuration, from the admin listener. The process's
-/// main loop answers it with what was reloaded or why the reload was refused.
-#[derive(Debug)]
-pub struct ReloadRequest {
-    /// Where the verdict goes.
-    pub answer: tokio::sync::oneshot::Sender<Result<String, String>>,
-}
+use accept::{accept_loop, bind, ConnectionCount};
+pub use start_error::StartError;
+use workers::Workers;
 
 /// A running proxy.
 pub struct Server {
@@ -63,11 +48,6 @@ pub struct Server {
     workers: Arc<Workers>,
     grace: Duration,
     addrs: Vec<SocketAddr>,
-}
-
-struct ConnectionCount {
-    open: AtomicUsize,
-    closed: Notify,
 }
 
 impl Server {
@@ -289,7 +269,8 @@ impl Server {
         factories: &[Box<dyn weir_api::ModuleFactory>],
     ) -> Result<String, ConfigError> {
         // Certificates first: if any fails, nothing at all changes.
-        let certificates = crate::listener::tls::reload_plan(config, &self.tls)?;
+        let certificates =
+            crate::listener::tls::reload_plan(&config.listen, &config.source, &self.tls)?;
         let loaded = crate::modules::load(config, factories, &self.context)?;
         loaded.start_timers(&self.metrics);
         let mut current = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
@@ -366,86 +347,6 @@ impl weir_api::Spawner for RuntimeSpawner {
     }
 }
 
-/// Threads that serve client connections, each with a single-threaded event loop.
-///
-/// A connection stays on the worker it was given, so its tasks never migrate and
-/// waking one never wakes another thread: the model of nginx and HAProxy. The
-/// cache and the origin pools are shared by all workers.
-struct Workers {
-    workers: Vec<Worker>,
-}
-
-struct Worker {
-    handle: tokio::runtime::Handle,
-    /// Connections this worker serves now (for choosing the least busy).
-    open: Arc<AtomicUsize>,
-    exit: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
-    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
-}
-
-impl Workers {
-    fn start(count: usize, scheduler: Scheduler) -> Result<Workers, StartError> {
-        // Work stealing: one runtime whose `count` threads share the connections.
-        // Per core: `count` single-threaded runtimes, each keeping its connections.
-        let runtimes = match scheduler {
-            Scheduler::WorkStealing => 1,
-            Scheduler::PerCore => count,
-        };
-        let mut workers = Vec::with_capacity(runtimes);
-        for i in 0..runtimes {
-            let runtime = match scheduler {
-                Scheduler::WorkStealing => tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(count)
-                    .thread_name("weir-worker")
-                    .enable_all()
-                    .build(),
-                Scheduler::PerCore => tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build(),
-            }
-            .map_err(|e| StartError(format!("cannot start worker {i}: {e}")))?;
-            let handle = runtime.handle().clone();
-            let (exit, exited) = tokio::sync::oneshot::channel::<()>();
-            let thread = std::thread::Builder::new()
-                .name(format!("weir-worker-{i}"))
-                .spawn(move || {
-                    runtime.block_on(async {
-                        let _ = exited.await;
-                    });
-                    // Dropping the runtime cancels what is left after the grace period.
-                })
-                .map_err(|e| StartError(format!("cannot start worker {i}: {e}")))?;
-            workers.push(Worker {
-                handle,
-                open: Arc::new(AtomicUsize::new(0)),
-                exit: std::sync::Mutex::new(Some(exit)),
-                thread: std::sync::Mutex::new(Some(thread)),
-            });
-        }
-        Ok(Workers { workers })
-    }
-
-    fn least_busy(&self) -> &Worker {
-        self.workers
-            .iter()
-            .min_by_key(|w| w.open.load(Ordering::Relaxed))
-            .expect("at least one worker")
-    }
-
-    fn stop(&self) {
-        for w in &self.workers {
-            if let Some(exit) = w.exit.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                let _ = exit.send(());
-            }
-        }
-        for w in &self.workers {
-            if let Some(t) = w.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                let _ = t.join();
-            }
-        }
-    }
-}
-
 /// Whether an `https://` origin of a listener or route has no `ca_file` (nor
 /// `tls_verify = false`), so that its certificate is checked against the system's roots.
 fn uses_system_roots(config: &Config) -> bool {
@@ -461,91 +362,4 @@ fn uses_system_roots(config: &Config) -> bool {
         .flat_map(|l| l.origin.iter().chain(l.route.iter().map(|r| &r.origin)))
         .filter_map(|text| crate::config::OriginUrl::parse(text).ok())
         .any(|url| url.tls && !own_trust(&url))
-}
-
-fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
-    let socket = socket2::Socket::new(
-        socket2::Domain::for_address(addr),
-        socket2::Type::STREAM,
-        Some(socket2::Protocol::TCP),
-    )
-    .map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))?;
-    let setup = || -> std::io::Result<()> {
-        socket.set_reuse_address(true)?;
-        socket.set_nonblocking(true)?;
-        socket.bind(&addr.into())?;
-        socket.listen(4096)
-    };
-    setup().map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))?;
-    TcpListener::from_std(socket.into())
-        .map_err(|e| StartError(format!("cannot listen on {addr}: {e}")))
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    info: Arc<ListenerInfo>,
-    engine: Arc<Engine>,
-    protocols: Arc<connection::Protocols>,
-    stop: watch::Receiver<bool>,
-    connections: Arc<ConnectionCount>,
-    workers: Arc<Workers>,
-) {
-    let head_limit = 2 * engine.limits.max_request_header.0 as usize + 8192;
-    loop {
-        let (stream, client) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                // Out of descriptors or similar: keep serving the connections we have.
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        // The socket moves to the worker's event loop; it is registered there.
-        let stream = match stream.into_std() {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::warn!("cannot hand over a connection: {e}");
-                continue;
-            }
-        };
-        connections.open.fetch_add(1, Ordering::AcqRel);
-        let worker = workers.least_busy();
-        worker.open.fetch_add(1, Ordering::Relaxed);
-        let worker_open = worker.open.clone();
-        let (info, engine, protocols, stop, connections) = (
-            info.clone(),
-            engine.clone(),
-            protocols.clone(),
-            stop.clone(),
-            connections.clone(),
-        );
-        worker.handle.spawn(async move {
-            let established = match TcpStream::from_std(stream) {
-                Ok(stream) => {
-                    crate::listener::establish(stream, client, &info.setup, &engine.metrics).await
-                }
-                Err(_) => None,
-            };
-            if let Some(est) = established {
-                let (stream, framing) =
-                    FramingGuard::new(est.io, head_limit, engine.metrics.clone());
-                // Checked against the client a PROXY header named, when there was one.
-                let ip = est.client.ip().to_canonical();
-                let conn = Arc::new(ConnInfo {
-                    client: est.client,
-                    original_dst: est.original_dst,
-                    allowed: info.allow.iter().any(|n| n.contains(&ip)),
-                    listener: info,
-                    framing,
-                    requests: AtomicU64::new(0),
-                });
-                connection::serve(stream, conn, engine, protocols, stop).await;
-            }
-            connections.open.fetch_sub(1, Ordering::AcqRel);
-            connections.closed.notify_waiters();
-            worker_open.fetch_sub(1, Ordering::Relaxed);
-        });
-    }
 }

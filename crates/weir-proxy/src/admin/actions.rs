@@ -9,7 +9,7 @@ use serde_json::json;
 use weir_api::ContentManager;
 
 use super::json::{self, content_error, error, not_allowed, reply};
-use super::AdminBody;
+use super::response::AdminBody;
 use crate::content::EngineContent;
 
 /// The body of `/admin/purge`: exactly one of the three.

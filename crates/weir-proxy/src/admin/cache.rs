@@ -17,7 +17,7 @@ use serde_json::json;
 use weir_api::{BodyReader, ContentError, ContentManager};
 
 use super::json::{self, content_error, error, not_allowed, param, reply};
-use super::AdminBody;
+use super::response::AdminBody;
 use crate::content::EngineContent;
 
 /// `/admin/cache?url=…`

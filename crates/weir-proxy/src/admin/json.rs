@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use weir_api::{ContentError, ObjectInfo};
 
-use super::{full, AdminBody};
+use super::response::{full, AdminBody};
 
 /// The largest JSON request body read.
 const MAX_JSON: usize = 1 << 20;

@@ -8,6 +8,8 @@ mod actions;
 mod auth;
 mod cache;
 mod json;
+mod reload;
+mod response;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -15,7 +17,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, Method, Request, Response, StatusCode};
-use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -26,10 +27,10 @@ use tokio::task::JoinSet;
 
 use crate::content::EngineContent;
 use crate::metrics::{Metrics, OPENMETRICS_CONTENT_TYPE};
-use crate::server::ReloadRequest;
 
-/// What the admin listener answers with: whole bodies, or a stored body streamed.
-pub(crate) type AdminBody = UnsyncBoxBody<Bytes, Infallible>;
+pub use reload::ReloadRequest;
+use reload::ReloadSender;
+use response::{reply, text, AdminBody};
 
 /// What the admin listener serves.
 pub(crate) struct Admin {
@@ -40,10 +41,6 @@ pub(crate) struct Admin {
     /// `[admin] token`.
     pub token: Option<String>,
 }
-
-/// Where reload requests go (the process's main loop, which owns the configuration
-/// file and the module factories).
-pub(crate) type ReloadSender = tokio::sync::mpsc::Sender<ReloadRequest>;
 
 /// A scraper that has not sent its request head by then is not coming back.
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -104,7 +101,7 @@ async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
     }
     let content = &admin.content;
     match path {
-        "/admin/reload" => reload_now(&req, &admin.reload)
+        "/admin/reload" => reload::reload_now(&req, &admin.reload)
             .await
             .map(|b| b.boxed_unsync()),
         "/admin/cache" => cache::object(content, req).await,
@@ -118,15 +115,6 @@ async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
             "no such admin endpoint; see docs/operations.md",
         ),
     }
-}
-
-/// A whole body with `content_type`, as the admin API answers.
-pub(super) fn full(
-    status: StatusCode,
-    content_type: &'static str,
-    body: Bytes,
-) -> Response<AdminBody> {
-    reply(status, content_type, body).map(|b| b.boxed_unsync())
 }
 
 fn respond(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
@@ -150,71 +138,6 @@ fn respond(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> 
             "not found; try /metrics or /healthz\n",
         ),
     }
-}
-
-/// Asks the main loop to reload and answers with its verdict: 200 with what was
-/// reloaded, or 422 with the configuration error (the running configuration stays).
-async fn reload_now(req: &Request<Incoming>, reload: &ReloadSender) -> Response<Full<Bytes>> {
-    if req.method() != Method::POST {
-        let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "use POST to reload\n");
-        response
-            .headers_mut()
-            .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
-        return response;
-    }
-    let (answer, verdict) = tokio::sync::oneshot::channel();
-    // A binary that never takes the reload requests must not leave the caller hanging.
-    let asked = tokio::time::timeout(RELOAD_WAIT, async {
-        reload.send(ReloadRequest { answer }).await.ok()?;
-        verdict.await.ok()
-    })
-    .await;
-    let verdict: Result<Result<String, String>, ()> = asked.ok().flatten().ok_or(());
-    match verdict {
-        Ok(Ok(done)) => reply(
-            StatusCode::OK,
-            "text/plain; charset=utf-8",
-            Bytes::from(done + "\n"),
-        ),
-        Ok(Err(error)) => reply(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "text/plain; charset=utf-8",
-            Bytes::from(format!(
-                "reload refused, the running configuration stays: {error}\n"
-            )),
-        ),
-        Err(()) => text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "reloading is not available\n",
-        ),
-    }
-}
-
-/// How long a reload may take before the caller is told it is not available.
-const RELOAD_WAIT: Duration = Duration::from_secs(30);
-
-fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
-    reply(
-        status,
-        "text/plain; charset=utf-8",
-        Bytes::from_static(body.as_bytes()),
-    )
-}
-
-fn reply(status: StatusCode, content_type: &'static str, body: Bytes) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(body));
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static(content_type),
-    );
-    // Scrapes and probes must always see the live values.
-    headers.insert(
-        header::CACHE_CONTROL,
-        header::HeaderValue::from_static("no-store"),
-    );
-    response
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 use http::HeaderName;
 use serde::{Deserialize, Deserializer};
 
+use super::values::string_with;
+
 /// The bearer token of the admin API (`[admin] token`). Its `Debug` form hides it, so
 /// that logging a configuration never prints it.
 #[derive(Clone, PartialEq, Eq)]
@@ -17,7 +19,7 @@ impl std::fmt::Debug for AdminToken {
 
 impl<'de> Deserialize<'de> for AdminToken {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        super::string_with(d, "a token string", |text| {
+        string_with(d, "a token string", |text| {
             if text.trim().is_empty() {
                 return Err("must not be empty; leave `token` out for no token".into());
             }
@@ -34,7 +36,7 @@ pub(super) fn header_names<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Header
     struct Name(HeaderName);
     impl<'de> Deserialize<'de> for Name {
         fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            super::string_with(d, "a header name such as \"Surrogate-Key\"", |text| {
+            string_with(d, "a header name such as \"Surrogate-Key\"", |text| {
                 HeaderName::from_bytes(text.trim().to_ascii_lowercase().as_bytes())
                     .map(Name)
                     .map_err(|_| format!("`{text}` is not a header name"))

@@ -3,7 +3,9 @@
 use ipnet::IpNet;
 use serde::Deserialize;
 
-use super::{access, default_allow, networks, ByteSize, Seconds};
+use super::access;
+use super::units::{ByteSize, Seconds};
+use super::values::{default_allow, networks};
 
 /// `[cache]`
 #[derive(Debug, Clone, Deserialize)]

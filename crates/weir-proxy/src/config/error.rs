@@ -1,7 +1,7 @@
-//! [`ConfigError`] and how parse and validation errors become one.
+//! [`ConfigError`], the semantic [`Issue`] validation reports, and how parse and
+//! validation errors become one.
 
 use super::spans::{Document, KeyPath};
-use super::validate::Issue;
 
 /// A configuration error, naming the file, line and key where it was found.
 ///
@@ -38,6 +38,17 @@ impl std::fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// One semantic problem.
+#[derive(Debug)]
+pub(crate) struct Issue {
+    /// Keys the problem is about, most specific first. An error is reported against the
+    /// first one written in the file, so that a value left at its default is not blamed
+    /// for a conflict with one the user wrote.
+    pub(crate) keys: Vec<KeyPath>,
+    /// What is wrong.
+    pub(crate) message: String,
+}
 
 impl ConfigError {
     /// A TOML syntax error, located through its span in the recovered document.

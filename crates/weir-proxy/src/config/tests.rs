@@ -1,34 +1,14 @@
-use std::net::SocketAddr;
-
 use super::*;
 
 mod listeners;
 mod modules;
 mod origins;
 mod semantic;
+mod support;
+
+use support::{addr, fails, parse, TWO_LISTENERS};
 
 const EXAMPLE: &str = include_str!("../../../../weir.example.toml");
-
-fn parse(text: &str) -> Config {
-    Config::parse(text, "weir.toml").unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// Asserts that `text` fails at `line` on `key`, with a message containing `needle`.
-#[track_caller]
-fn fails(text: &str, line: usize, key: &str, needle: &str) {
-    let e = match Config::parse(text, "weir.toml") {
-        Ok(_) => panic!("expected an error at line {line}, key {key}"),
-        Err(e) => e,
-    };
-    assert_eq!(e.file, "weir.toml", "{e}");
-    assert_eq!(e.line, Some(line), "{e}");
-    assert_eq!(e.key.as_deref(), Some(key), "{e}");
-    assert!(e.message.contains(needle), "`{needle}` not in: {e}");
-}
-
-fn addr(text: &str) -> SocketAddr {
-    text.parse().unwrap()
-}
 
 #[test]
 fn defaults() {
@@ -146,18 +126,6 @@ fn display_format() {
 }
 
 // Parse and type errors.
-
-const TWO_LISTENERS: &str = r#"[[listen]]
-addr = "127.0.0.1:3128"
-mode = "forward"
-
-[[listen]]
-addr = "127.0.0.1:8080"
-mode = "reverse"
-origin = "http://127.0.0.1:8081"
-  [[listen.route]]
-  origin = "http://127.0.0.1:8082"
-"#;
 
 #[test]
 fn unknown_keys() {

@@ -2,19 +2,12 @@
 
 use std::net::SocketAddr;
 
+use super::cache::DiskConfig;
+use super::error::Issue;
+use super::listen::{ListenConfig, ListenMode};
+use super::origin::OriginUrl;
 use super::spans::KeyPath;
-use super::{Config, DiskConfig, ListenMode, OriginUrl};
-
-/// One semantic problem.
-#[derive(Debug)]
-pub(crate) struct Issue {
-    /// Keys the problem is about, most specific first. An error is reported against the
-    /// first one written in the file, so that a value left at its default is not blamed
-    /// for a conflict with one the user wrote.
-    pub(crate) keys: Vec<KeyPath>,
-    /// What is wrong.
-    pub(crate) message: String,
-}
+use super::whole::Config;
 
 const MIN_REQUEST_HEADER: u64 = 1 << 10;
 const MAX_REQUEST_HEADER: u64 = 1 << 20;
@@ -265,7 +258,7 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
 /// certificate and key loadable and matching (read from disk, as startup and reload
 /// read them).
 fn check_listener_tls(
-    listener: &super::ListenConfig,
+    listener: &ListenConfig,
     at: &KeyPath,
     report: &mut impl FnMut(Vec<KeyPath>, String),
 ) {

@@ -11,7 +11,7 @@ use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
-use crate::config::TlsConfig;
+use crate::config::{ConfigError, ListenConfig, TlsConfig};
 use crate::metrics::Alpn;
 
 /// ALPN protocols offered, in order of preference: a client that offers both gets h2.
@@ -196,25 +196,25 @@ pub(crate) fn alpn_label(conn: &rustls::ServerConnection) -> Alpn {
 /// it has succeeded.
 pub(crate) type ReloadPlan = Vec<(Arc<TlsListener>, Arc<rustls::ServerConfig>)>;
 
-/// Loads the certificates of every running TLS listener from `config`. A listener
-/// that the file no longer gives TLS keeps its certificates (turning TLS on or off
-/// takes a restart).
+/// Loads the certificates of every running TLS listener from the `listen` sections of
+/// a configuration read from `source`. A listener that the file no longer gives TLS
+/// keeps its certificates (turning TLS on or off takes a restart).
 pub(crate) fn reload_plan(
-    config: &crate::Config,
+    listen: &[ListenConfig],
+    source: &str,
     running: &[(std::net::SocketAddr, Arc<TlsListener>)],
-) -> Result<ReloadPlan, crate::ConfigError> {
+) -> Result<ReloadPlan, ConfigError> {
     let mut plan = Vec::new();
     for (addr, listener) in running {
-        let Some((i, tls)) = config
-            .listen
+        let Some((i, tls)) = listen
             .iter()
             .enumerate()
             .find_map(|(i, l)| (l.addr == *addr).then_some((i, l.tls.as_ref()?)))
         else {
             continue;
         };
-        let server = server_config(tls).map_err(|e| crate::ConfigError {
-            file: config.source.clone(),
+        let server = server_config(tls).map_err(|e| ConfigError {
+            file: source.to_string(),
             line: None,
             key: Some(match e.index {
                 Some(j) => format!("listen[{i}].tls.certs[{j}].{}", e.field),

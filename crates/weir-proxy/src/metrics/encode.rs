@@ -1,5 +1,5 @@
-//! The metric types Weir encodes itself: fixed labelled series, an atomic histogram,
-//! and figures asked of the cache at scrape time.
+//! The metric types Weir encodes itself: fixed labelled series and an atomic
+//! histogram; and the lock every figure read at scrape time is taken through.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -7,8 +7,6 @@ use std::time::Duration;
 
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::{MetricType, TypedMetric};
-
-use super::{lock, CacheFigures, CacheSource};
 
 pub(super) type Labels = Vec<(&'static str, &'static str)>;
 
@@ -92,37 +90,7 @@ impl EncodeMetric for AtomicHistogram {
     }
 }
 
-/// A gauge whose value is asked of the cache at scrape time.
-pub(super) struct CacheGauge {
-    pub(super) source: Arc<Mutex<Option<CacheSource>>>,
-    pub(super) pick: fn(&CacheFigures) -> u64,
-    /// A running total (exposed as a counter) rather than a level.
-    pub(super) counter: bool,
-}
-
-impl std::fmt::Debug for CacheGauge {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CacheGauge").finish_non_exhaustive()
-    }
-}
-
-impl EncodeMetric for CacheGauge {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        // Clone the source out so a slow closure does not hold the lock.
-        let source = lock(&self.source).clone();
-        let value = source.map_or(0, |f| (self.pick)(&f()));
-        if self.counter {
-            encoder.encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&value, None)
-        } else {
-            encoder.encode_gauge(&value)
-        }
-    }
-
-    fn metric_type(&self) -> MetricType {
-        if self.counter {
-            MetricType::Counter
-        } else {
-            MetricType::Gauge
-        }
-    }
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panicking cache source must not take the metrics endpoint down with it.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -9,7 +9,7 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::Registry;
 use weir_cache::PurgeStats;
 
-use super::{lock, Series};
+use super::encode::{lock, Series};
 
 type Source = Arc<dyn Fn() -> PurgeStats + Send + Sync>;
 

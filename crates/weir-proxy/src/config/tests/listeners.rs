@@ -2,7 +2,8 @@
 //! `timeouts.client_handshake`. (Certificate files themselves are tested with real
 //! files through `weir check`: crates/weir/tests/listeners.rs.)
 
-use super::*;
+use super::support::*;
+use crate::config::*;
 
 const REVERSE: &str = "[[listen]]\naddr = \"127.0.0.1:8080\"\nmode = \"reverse\"\n\
                        origin = \"http://127.0.0.1:81\"\n";

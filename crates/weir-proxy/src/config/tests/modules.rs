@@ -1,6 +1,7 @@
 //! `[[module]]` sections and listeners' `modules`.
 
-use super::*;
+use super::support::*;
+use crate::config::*;
 
 const MODULES: &str = r#"[[listen]]
 addr = "127.0.0.1:3128"

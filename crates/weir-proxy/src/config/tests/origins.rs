@@ -1,6 +1,7 @@
 //! `[[origin]]` sections: protocol and TLS settings per origin, and their errors.
 
-use super::*;
+use super::support::*;
+use crate::config::*;
 
 const REVERSE: &str = "[[listen]]\naddr = \"127.0.0.1:8080\"\nmode = \"reverse\"\norigin = \"https://img.example\"\n\n";
 

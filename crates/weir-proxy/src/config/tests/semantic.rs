@@ -1,6 +1,7 @@
 //! Semantic errors: each names the line and key of what was written.
 
-use super::*;
+use super::support::*;
+use crate::config::*;
 
 #[test]
 fn needs_a_listener() {
