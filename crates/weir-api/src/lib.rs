@@ -48,6 +48,7 @@ mod content;
 mod context;
 mod events;
 mod flow;
+mod head;
 mod module;
 mod settings;
 mod txn;
@@ -59,14 +60,10 @@ pub use content::{
 pub use context::{Counter, MetricsRegistry, ModuleContext, Spawner};
 pub use events::{Event, Events};
 pub use flow::{Decision, Flow, Reply};
+pub use head::{RequestHead, ResponseHead};
 pub use module::{Module, ModuleFactory, Timer};
 pub use settings::{Settings, SettingsError};
 pub use txn::{engine, CacheLookup, CacheOverrides, Txn};
-
-/// A request's line and headers, as the engine holds them.
-pub type RequestHead = http::request::Parts;
-/// A response's status line and headers, as the engine holds them.
-pub type ResponseHead = http::response::Parts;
 
 pub use bytes::Bytes;
 pub use http;

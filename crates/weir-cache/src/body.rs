@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::disk::DamageReport;
+use crate::damage::DamageReport;
+use crate::file_read::read_at;
 
 /// Bytes read from a file per step. Large enough to amortise the thread hop of a
 /// blocking read, small enough that many concurrent readers stay cheap.
@@ -119,7 +120,7 @@ impl std::fmt::Debug for FileBody {
 impl FileBody {
     /// Reads `len` bytes at `pos` (relative to the body) on a blocking thread.
     async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
-        crate::spill::read_at(&self.file, self.offset + pos, len).await
+        read_at(&self.file, self.offset + pos, len).await
     }
 }
 

@@ -96,7 +96,7 @@ pub struct Cache {
     /// a missing key does nothing) and are swept when the index grows.
     pub(crate) module_variants: Mutex<ModuleVariants>,
     pub(crate) listener: OnceLock<InvalidationListener>,
-    pub(crate) stats: crate::purge::Counters,
+    pub(crate) stats: crate::purge_stats::Counters,
     fills: Arc<FillBudget>,
 }
 
@@ -328,13 +328,6 @@ impl Cache {
                     .collect()
             }
         }
-    }
-
-    /// Removes every stored response for the URL of `key`: all Vary variants and
-    /// module variants. Fetches that started before cannot store theirs. Returns how
-    /// many objects were removed.
-    pub fn invalidate(&self, key: &CacheKey) -> usize {
-        self.purge(Invalidation::Url(key.url().to_string()))
     }
 
     /// Removes what is stored under `key` (a variant list with its variants). Returns

@@ -8,6 +8,7 @@ use crate::adapted::Adapted;
 use crate::body::Body;
 use crate::compact::{copy_headers, heap_size};
 use crate::policy::{self, Freshness, StoragePolicy};
+use crate::vary::vary_names;
 
 /// What the memory tier's map spends per entry besides the object: moka's entry, its
 /// access-order node, frequency and hash-table slots, and the allocator's rounding.
@@ -206,26 +207,6 @@ fn tag_cost(tag: &str) -> u32 {
 
 fn text(h: &HeaderMap, name: HeaderName) -> Option<&str> {
     h.get(name).and_then(|v| v.to_str().ok()).map(str::trim)
-}
-
-/// The request headers a response varies on (its `Vary` names, lowercase, once each).
-pub fn vary_names(headers: &HeaderMap) -> Vec<HeaderName> {
-    let mut names = Vec::new();
-    for v in headers.get_all(header::VARY) {
-        let Ok(s) = v.to_str() else { continue };
-        for n in s.split(',') {
-            let n = n.trim();
-            if n.is_empty() {
-                continue;
-            }
-            if let Ok(name) = HeaderName::from_bytes(n.to_ascii_lowercase().as_bytes()) {
-                if !names.contains(&name) {
-                    names.push(name);
-                }
-            }
-        }
-    }
-    names
 }
 
 impl CachedObject {

@@ -171,7 +171,7 @@ struct KeptFields {
 
 impl KeptFields {
     fn of(request: &request::Parts, response: &response::Parts) -> KeptFields {
-        let vary = crate::object::vary_names(&response.headers);
+        let vary = crate::vary::vary_names(&response.headers);
         let request_fields = copy_headers(&request.headers, |n| {
             n == header::HOST
                 || n == header::AUTHORIZATION
@@ -300,11 +300,11 @@ pub(crate) fn merge_not_modified(
 
 /// Adds to `merged`'s `Vary` the names of `from`'s that it lacks.
 fn widen_vary(merged: &mut HeaderMap, from: &HeaderMap) {
-    let have = crate::object::vary_names(merged);
+    let have = crate::vary::vary_names(merged);
     if have.iter().any(|n| n.as_str() == "*") {
         return;
     }
-    for name in crate::object::vary_names(from) {
+    for name in crate::vary::vary_names(from) {
         if !have.contains(&name) {
             let value = HeaderValue::from_str(name.as_str()).expect("a header name is a value");
             merged.append(http::header::VARY, value);

@@ -1,53 +1,23 @@
 //! Purges: of a URL (all its variants), of every URL under a prefix, of every object
 //! carrying a tag; and their counts.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::cache::Cache;
 use crate::invalidation::Invalidation;
 use crate::key::CacheKey;
+use crate::purge_stats::PurgeStats;
 use crate::storage::StoredItem;
 
-/// Objects removed by invalidations, by kind, and responses not stored because an
-/// invalidation happened during their fetch. Totals since start.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PurgeStats {
-    /// Objects removed by URL (purges, deletes, writes through the proxy).
-    pub by_url: u64,
-    /// Objects removed by URL prefix.
-    pub by_prefix: u64,
-    /// Objects removed by tag.
-    pub by_tag: u64,
-    /// Responses refused by [`Cache::store`] because of an invalidation during their
-    /// fetch.
-    pub refused_stores: u64,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    by_url: AtomicU64,
-    by_prefix: AtomicU64,
-    by_tag: AtomicU64,
-    refused: AtomicU64,
-}
-
-impl Counters {
-    pub(crate) fn refused(&self) {
-        self.refused.fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn removed(&self, what: &Invalidation, n: usize) {
-        let counter = match what {
-            Invalidation::Url(_) => &self.by_url,
-            Invalidation::Prefix(_) => &self.by_prefix,
-            Invalidation::Tag(_) => &self.by_tag,
-        };
-        counter.fetch_add(n as u64, Ordering::Relaxed);
-    }
-}
-
 impl Cache {
+    /// Removes every stored response for the URL of `key`: all Vary variants and
+    /// module variants. Fetches that started before cannot store theirs. Returns how
+    /// many objects were removed.
+    pub fn invalidate(&self, key: &CacheKey) -> usize {
+        self.purge(Invalidation::Url(key.url().to_string()))
+    }
+
     /// Removes every object `what` applies to, and keeps fetches in flight from storing
     /// what it applies to. A prefix or a tag walks every stored key. Returns how many
     /// objects were removed.

@@ -11,10 +11,11 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::body::{Body, FileBody};
-use crate::disk::DamageReport;
+use crate::damage::DamageReport;
+use crate::file_read::read_at;
 
 /// Bytes gathered in memory before they are written in one step: large enough that
 /// the hop to a blocking thread is rare, small enough that many fills stay cheap.
@@ -30,23 +31,6 @@ impl SpillFile {
     /// Reads `len` bytes at `pos` on a blocking thread.
     pub(crate) async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
         read_at(&self.file, pos, len).await
-    }
-}
-
-/// Reads `len` bytes of `file` at `at`, on a blocking thread when there is a runtime.
-pub(crate) async fn read_at(file: &Arc<File>, at: u64, len: usize) -> io::Result<Bytes> {
-    let file = file.clone();
-    let read = move || {
-        let mut buf = BytesMut::zeroed(len);
-        file.read_exact_at(&mut buf, at)?;
-        Ok(buf.freeze())
-    };
-    match tokio::runtime::Handle::try_current() {
-        Ok(h) => h
-            .spawn_blocking(read)
-            .await
-            .unwrap_or_else(|e| Err(io::Error::other(e))),
-        Err(_) => read(),
     }
 }
 

@@ -15,11 +15,16 @@
 #![deny(missing_docs)]
 
 mod child;
+mod config;
+mod error;
 mod pool;
 mod priority;
+mod shared;
 mod supervise;
 pub mod wire;
 
 pub use child::{serve, serve_stdin, ChildOptions, Handler, OPTIONS_ENV};
-pub use pool::{HelperCommand, JobError, Pool, PoolConfig, RestartHook};
+pub use config::{HelperCommand, PoolConfig, RestartHook};
+pub use error::JobError;
+pub use pool::Pool;
 pub use priority::Priority;

@@ -4,13 +4,18 @@
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, watch};
 
-use crate::pool::{JobError, Pending, Shared, Spawned, HEALTHY_AFTER};
+use crate::error::JobError;
+use crate::shared::{Pending, Shared, Spawned};
 use crate::wire::{Frame, FrameKind};
+
+/// A helper that has lived this long counts as healthy: its next death restarts it
+/// after the first back-off again.
+const HEALTHY_AFTER: Duration = Duration::from_secs(10);
 
 /// Serves helper `index` and restarts it whenever it dies, until the pool stops.
 pub(crate) async fn supervise(

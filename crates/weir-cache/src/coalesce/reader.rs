@@ -1,12 +1,16 @@
 //! One client's view of a flight: the head, then the body chunk by chunk, from memory
 //! or, for what a fill that went to disk no longer keeps there, from its file.
+//!
+//! A flight's readers are made here too ([`Flight::reader`]), above the flight they
+//! read, so the flight itself knows nothing of them.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use super::{lock, trim, Flight};
+use super::flight::{trim, Flight};
+use crate::lock::lock;
 use crate::spill::SPILL_BATCH;
 
 /// One client's view of a flight. Dropping it leaves the flight.
@@ -18,6 +22,26 @@ pub struct FlightReader<H> {
     /// Byte offset of the next chunk in the body.
     pub(super) at: u64,
     pub(super) rx: watch::Receiver<u64>,
+}
+
+impl<H: Clone> Flight<H> {
+    /// A reader from the first chunk, unless the flight no longer keeps its start.
+    pub(super) fn reader(self: &Arc<Self>) -> Option<FlightReader<H>> {
+        let mut s = lock(&self.state);
+        if !s.retain || s.abandoned || s.end == Some(false) {
+            return None;
+        }
+        let id = s.next_reader;
+        s.next_reader += 1;
+        s.readers.push((id, 0));
+        Some(FlightReader {
+            flight: self.clone(),
+            id,
+            pos: 0,
+            at: 0,
+            rx: self.progress.subscribe(),
+        })
+    }
 }
 
 impl<H: Clone> FlightReader<H> {

@@ -1,4 +1,6 @@
 //! The coalescer's tests.
+use bytes::Bytes;
+
 use super::*;
 
 fn key() -> CacheKey {

@@ -2,7 +2,8 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{temp_dir, DiskTier};
+use super::layout::temp_dir;
+use super::DiskTier;
 
 impl DiskTier {
     /// A file for a fill to be written to as it arrives; `None` while the index is

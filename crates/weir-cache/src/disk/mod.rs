@@ -9,24 +9,29 @@
 
 mod fill;
 mod format;
+mod layout;
 mod scan;
+mod shared;
 mod writer;
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use bytes::BytesMut;
-use http::{HeaderMap, HeaderName};
+use http::HeaderMap;
 
 use crate::adapted::Adapted;
 use crate::body::{Body, FileBody};
+use crate::damage::DamageReport;
 use crate::invalidation::Invalidation;
 use crate::key::CacheKey;
+use crate::lock::lock;
 use crate::object::CachedObject;
-use crate::storage::VariantSet;
+use layout::object_path;
+use shared::{Counters, Entry, EntryMeta, Missed, Pending, Shared};
 
 pub(crate) use format::Damage;
 
@@ -59,96 +64,10 @@ pub struct DiskStats {
     pub loading: bool,
 }
 
-#[derive(Clone)]
-enum Entry {
-    Object(Arc<EntryMeta>),
-    Variants(Arc<VariantSet>),
-}
-
-pub(crate) struct EntryMeta {
-    id: u64,
-    file_len: u64,
-    tags: Vec<String>,
-}
-
-struct Pending {
-    id: u64,
-    object: Arc<CachedObject>,
-}
-
-#[derive(Default)]
-struct Counters {
-    writes: AtomicU64,
-    write_errors: AtomicU64,
-    writes_dropped: AtomicU64,
-    damaged: AtomicU64,
-}
-
-pub(crate) struct Shared {
-    dir: PathBuf,
-    index: moka::sync::Cache<CacheKey, Entry>,
-    /// Writes queued or in progress, by key: the id and object of the newest. Lookups
-    /// find objects here until their file is complete. An invalidation removes the
-    /// key, and a write whose id is no longer here is thrown away rather than made
-    /// visible, so an invalidated response never comes back.
-    pending: Mutex<HashMap<CacheKey, Pending>>,
-    next_id: AtomicU64,
-    counters: Counters,
-    /// Whether the last write failed; failures are logged once per episode.
-    failing: AtomicBool,
-    /// Whether any key made by a module's variant was indexed.
-    module_variants: AtomicBool,
-    /// The index is being rebuilt from the files: new writes would take ids that old
-    /// files may still hold, so nothing is written until it is done.
-    loading: AtomicBool,
-    /// Invalidations that came while the index was rebuilt, which it must not undo.
-    missed: Mutex<Missed>,
-}
-
-/// The invalidations made while the index is rebuilt: the rebuild links an entry only
-/// if none applies to it. URLs in a set (writes through the proxy invalidate one URL
-/// each, and may be many), the rest in a list.
-#[derive(Default)]
-struct Missed {
-    urls: std::collections::HashSet<String>,
-    others: Vec<Invalidation>,
-}
-
-impl Missed {
-    fn applies(&self, url: &str, tags: &[String]) -> bool {
-        self.urls.contains(url) || self.others.iter().any(|i| i.matches(url, tags))
-    }
-}
-
 /// The disk tier.
 pub(crate) struct DiskTier {
     shared: Arc<Shared>,
     writer: writer::Writer,
-}
-
-/// Reports a damaged entry found while its body was read.
-#[derive(Clone)]
-pub(crate) struct DamageReport {
-    shared: Weak<Shared>,
-    key: CacheKey,
-    id: u64,
-}
-
-impl DamageReport {
-    /// For a body that is not an entry (yet): nothing to drop.
-    pub(crate) fn none() -> DamageReport {
-        DamageReport {
-            shared: Weak::new(),
-            key: CacheKey::for_url("", "", ""),
-            id: 0,
-        }
-    }
-
-    pub(crate) fn report(&self, reason: &str) {
-        if let Some(shared) = self.shared.upgrade() {
-            shared.drop_damaged(&self.key, self.id, reason);
-        }
-    }
 }
 
 impl DiskTier {
@@ -183,16 +102,24 @@ impl DiskTier {
                 }
             })
             .build();
-        let shared = Arc::new(Shared {
-            dir,
-            index,
-            pending: Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(1),
-            counters: Counters::default(),
-            failing: AtomicBool::new(false),
-            module_variants: AtomicBool::new(false),
-            loading: AtomicBool::new(true),
-            missed: Mutex::new(Missed::default()),
+        let shared = Arc::new_cyclic(|me: &Weak<Shared>| {
+            let me = me.clone();
+            Shared {
+                dir,
+                index,
+                pending: Mutex::new(HashMap::new()),
+                next_id: AtomicU64::new(1),
+                counters: Counters::default(),
+                failing: AtomicBool::new(false),
+                module_variants: AtomicBool::new(false),
+                loading: AtomicBool::new(true),
+                missed: Mutex::new(Missed::default()),
+                damage_reports: Arc::new(Box::new(move |key, id, reason| {
+                    if let Some(shared) = me.upgrade() {
+                        shared.drop_damaged(key, id, reason);
+                    }
+                })),
+            }
         });
         tracing::info!(dir = %shared.dir.display(), "disk cache: rebuilding the index in the background");
         let scanned = shared.clone();
@@ -432,82 +359,14 @@ pub(crate) enum Found {
     Stored { key: CacheKey, meta: Arc<EntryMeta> },
 }
 
-impl Shared {
-    fn pending(&self) -> MutexGuard<'_, HashMap<CacheKey, Pending>> {
-        lock(&self.pending)
-    }
-
-    /// Whether write `id` is still the one wanted for `key`.
-    fn is_pending(&self, key: &CacheKey, id: u64) -> bool {
-        self.pending().get(key).is_some_and(|p| p.id == id)
-    }
-
-    fn forget_pending(&self, key: &CacheKey, id: u64) {
-        let mut pending = self.pending();
-        if pending.get(key).is_some_and(|p| p.id == id) {
-            pending.remove(key);
-        }
-    }
-
-    fn drop_damaged(&self, key: &CacheKey, id: u64, reason: &str) {
-        self.counters.damaged.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(key = %key, file = %object_path(&self.dir, id).display(), "disk cache: damaged entry dropped: {reason}");
-        match self.index.get(key) {
-            Some(Entry::Object(m)) if m.id == id => self.index.invalidate(key),
-            // Not indexed (found at startup) or already replaced: only the file goes.
-            _ => {
-                let _ = std::fs::remove_file(object_path(&self.dir, id));
-            }
-        }
-    }
-
-    /// Makes a written file visible under `key`, replacing what was there, keeping the
-    /// URL's variant list (`base`, `vary`) consistent.
-    fn link(&self, key: CacheKey, base: Option<CacheKey>, vary: Vec<HeaderName>, meta: EntryMeta) {
-        if key.has_module_variant() {
-            self.module_variants.store(true, Ordering::Relaxed);
-        }
-        let meta = Entry::Object(Arc::new(meta));
-        let Some(base) = base else {
-            if let Some(Entry::Variants(old)) = self.index.get(&key) {
-                for k in std::mem::take(&mut *lock(&old.keys)) {
-                    self.index.invalidate(&k);
-                }
-            }
-            self.index.insert(key, meta);
-            return;
-        };
-        let set = match self.index.get(&base) {
-            Some(Entry::Variants(set)) if set.vary == vary => set,
-            existing => {
-                if let Some(Entry::Variants(old)) = existing {
-                    for k in std::mem::take(&mut *lock(&old.keys)) {
-                        self.index.invalidate(&k);
-                    }
-                }
-                let set = Arc::new(VariantSet::new(vary));
-                self.index.insert(base, Entry::Variants(set.clone()));
-                set
-            }
-        };
-        {
-            let mut keys = lock(&set.keys);
-            if !keys.contains(&key) {
-                keys.push(key.clone());
-            }
-        }
-        self.index.insert(key, meta);
-    }
-}
-
 fn read_entry(
     shared: Weak<Shared>,
     key: CacheKey,
     id: u64,
     load_limit: u64,
 ) -> Result<CachedObject, Damage> {
-    let dir = match shared.upgrade() {
-        Some(s) => s.dir.clone(),
+    let (dir, damage_reports) = match shared.upgrade() {
+        Some(s) => (s.dir.clone(), Arc::downgrade(&s.damage_reports)),
         None => return Err(Damage::Gone),
     };
     let mut file = File::open(object_path(&dir, id))?;
@@ -530,7 +389,7 @@ fn read_entry(
             offset: body_at,
             len: meta.body_len,
             crc: meta.body_crc,
-            damage: DamageReport { shared, key, id },
+            damage: DamageReport::new(damage_reports, key, id),
         })
     };
     let adapted = Adapted::from_parts(&meta.adapted_fields, meta.adapted_origin);
@@ -539,21 +398,6 @@ fn read_entry(
             .with_tags(meta.tags)
             .with_adapted(adapted),
     )
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Where the file of entry `id` lives: spread over 256 subdirectories so that no
-/// directory grows huge.
-fn object_path(dir: &Path, id: u64) -> PathBuf {
-    dir.join(format!("{:02x}", id & 0xff))
-        .join(format!("{id:016x}"))
-}
-
-fn temp_dir(dir: &Path) -> PathBuf {
-    dir.join("tmp")
 }
 
 #[cfg(test)]

@@ -5,8 +5,10 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::format::{self, Damage};
-use super::{lock, object_path, temp_dir, EntryMeta, Shared};
+use super::layout::{object_path, temp_dir};
+use super::shared::{EntryMeta, Shared};
 use crate::key::CacheKey;
+use crate::lock::lock;
 
 /// Reads the header of every entry file under the directory and indexes the good
 /// ones, oldest first so that a newer file for the same key wins. Stray temporary
@@ -111,7 +113,7 @@ fn read_meta(shared: &Shared, id: u64) -> Result<Scanned, Damage> {
     Ok(Scanned {
         key: CacheKey::from_stored(meta.key),
         base: meta.base.map(CacheKey::from_stored),
-        vary: crate::object::vary_names(&meta.headers),
+        vary: crate::vary::vary_names(&meta.headers),
         meta: EntryMeta {
             id,
             file_len,

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use super::format::{self, Meta};
-use super::{object_path, temp_dir, EntryMeta, Shared};
+use super::layout::{object_path, temp_dir};
+use super::shared::{EntryMeta, Shared};
 use crate::body::Body;
 use crate::key::CacheKey;
 use crate::object::CachedObject;

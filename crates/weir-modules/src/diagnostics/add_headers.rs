@@ -7,7 +7,7 @@ use weir_api::{
     SettingsError, Txn,
 };
 
-use super::Stamp;
+use super::stamp::Stamp;
 
 /// The events `add-headers` (and the header half of `body-copy`) is called for.
 pub(super) const HEADER_EVENTS: Events = Events::of(&[

@@ -8,7 +8,7 @@ use weir_api::{
 };
 
 use super::add_headers::HEADER_EVENTS;
-use super::Stamp;
+use super::stamp::Stamp;
 
 /// The events `body-copy` is called for: the four header events and both body events.
 const EVENTS: Events = HEADER_EVENTS.with(Events::of(&[Event::ResponseBody, Event::DeliverBody]));

@@ -3,7 +3,7 @@
 
 use weir_api::{Counter, ModuleContext};
 
-use super::service::Failure;
+use super::failure::Failure;
 use super::settings::Policy;
 
 /// Every counter of the module.

@@ -35,12 +35,14 @@
 //! `on_failure` policy. A response stored after RESPMOD carries the service's ISTag
 //! as a cache tag, and a new ISTag removes what the old one adapted.
 
+mod failure;
 mod metrics;
 mod options;
 mod pool;
 mod reader;
 mod service;
 mod settings;
+mod transport;
 mod wire;
 
 use std::sync::Arc;
@@ -53,9 +55,10 @@ use weir_api::{
     ResponseHead, Settings, SettingsError, Timer, Txn, WholeBody,
 };
 
+use failure::Failure;
 use metrics::Metrics;
 use options::IcapMethod;
-use service::{Failure, Message, Outcome, Service};
+use service::{Message, Outcome, Service};
 use settings::Policy;
 use wire::{encode_request_head, encode_response_head, strip_framing, HttpHead, WireError};
 

@@ -7,20 +7,14 @@ use std::time::Instant;
 
 use weir_api::ModuleContext;
 
+use super::failure::Failure;
 use super::metrics::Metrics;
 use super::options::{ServiceOptions, Transfer};
 use super::pool::Pool;
-use super::reader::Limits;
+use super::reader::{Answer, Limits};
 use super::settings::ServiceConfig;
-use super::wire::{
-    encode_chunk, encode_request, HttpHead, Outgoing, WireError, LAST_CHUNK, LAST_CHUNK_IEOF,
-};
-
-// Writing and reading on the connection, with the retry rule (a child module, so it
-// sees the service's pool).
-#[path = "transport.rs"]
-mod transport;
-use transport::AfterContinue;
+use super::transport::{self, AfterContinue};
+use super::wire::{encode_chunk, encode_request, HttpHead, Outgoing, LAST_CHUNK, LAST_CHUNK_IEOF};
 
 /// The ICAP head and the encapsulated HTTP heads of an answer together.
 const MAX_HEAD: usize = 64 * 1024;
@@ -55,39 +49,6 @@ pub enum Outcome {
     },
     /// The body was truncated and the service wants more of it than the module has.
     WantsMore,
-}
-
-/// Why the service could not be used.
-#[derive(Debug)]
-pub enum Failure {
-    /// Connecting failed (refused, unreachable, connect timeout).
-    Connect,
-    /// The exchange took longer than the service's timeout.
-    Timeout,
-    /// The socket failed in the middle of the exchange.
-    Io,
-    /// The answer was malformed, too large or cut short.
-    Protocol(WireError),
-    /// The service answered with an error status (or OPTIONS did not answer 200).
-    Status(u16),
-    /// Not tried: the service was unreachable or timed out moments ago
-    /// (`retry_after`).
-    Resting,
-}
-
-impl std::fmt::Display for Failure {
-    /// `connect`, `timeout`, `io`, `protocol-<what>`, `status-<code>` or `resting`: the
-    /// `icap=failed:…` log field.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Connect => f.write_str("connect"),
-            Failure::Timeout => f.write_str("timeout"),
-            Failure::Io => f.write_str("io"),
-            Failure::Protocol(e) => write!(f, "protocol-{}", e.name()),
-            Failure::Status(s) => write!(f, "status-{s}"),
-            Failure::Resting => f.write_str("resting"),
-        }
-    }
 }
 
 /// One configured service.
@@ -126,6 +87,16 @@ impl Service {
             head: MAX_HEAD,
             body: self.config.max_answer,
         }
+    }
+
+    /// Writes `first` on one of the service's connections and reads the answer (see
+    /// [`transport::send`]).
+    async fn send(
+        &self,
+        first: &[u8],
+        after_continue: AfterContinue<'_>,
+    ) -> Result<Answer, Failure> {
+        transport::send(&self.pool, self.limits(), first, after_continue).await
     }
 
     fn cached_options(&self) -> Option<Arc<ServiceOptions>> {

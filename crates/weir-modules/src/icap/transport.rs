@@ -1,13 +1,16 @@
 //! One exchange on a pooled connection: write while reading (so that neither side
 //! waits on the other), `100 Continue`, and one retry when a reused connection turns
 //! out to have been closed by the server.
+//!
+//! It works on the service's connection pool and answer limits, not on the service
+//! itself, so that it sits below the service that drives it.
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-use super::super::pool::ConnectError;
-use super::super::reader::{Answer, Limits, ReadError, Reader};
-use super::super::wire::WireError;
-use super::{Failure, Service};
+use super::failure::Failure;
+use super::pool::{ConnectError, Pool};
+use super::reader::{Answer, Limits, ReadError, Reader};
+use super::wire::WireError;
 
 /// What follows a `100 Continue`.
 #[derive(Clone, Copy)]
@@ -27,75 +30,72 @@ struct Attempt {
     retry: bool,
 }
 
-impl Service {
-    /// Writes `first` and reads the answer, and after a `100 Continue` what
-    /// `after_continue` says. Retries once on a new connection when a reused one
-    /// turns out closed.
-    pub(super) async fn send(
-        &self,
-        first: &[u8],
-        after_continue: AfterContinue<'_>,
-    ) -> Result<Answer, Failure> {
-        let mut conn = self.pool.get().await.map_err(connect_failure)?;
-        loop {
-            let reused = conn.reused;
-            match self.attempt(&mut conn.stream, first, after_continue).await {
-                Ok((answer, reusable)) => {
-                    if reusable {
-                        self.pool.put_back(conn);
-                    }
-                    return Ok(answer);
+/// Writes `first` on a connection of `pool` and reads the answer, and after a
+/// `100 Continue` what `after_continue` says. Retries once on a new connection when a
+/// reused one turns out closed.
+pub(super) async fn send(
+    pool: &Pool,
+    limits: Limits,
+    first: &[u8],
+    after_continue: AfterContinue<'_>,
+) -> Result<Answer, Failure> {
+    let mut conn = pool.get().await.map_err(connect_failure)?;
+    loop {
+        let reused = conn.reused;
+        match attempt(&mut conn.stream, limits, first, after_continue).await {
+            Ok((answer, reusable)) => {
+                if reusable {
+                    pool.put_back(conn);
                 }
-                Err(a) if a.retry && reused => {
-                    drop(conn);
-                    conn = self.pool.fresh().await.map_err(connect_failure)?;
-                }
-                Err(a) => return Err(a.failure),
+                return Ok(answer);
             }
+            Err(a) if a.retry && reused => {
+                drop(conn);
+                conn = pool.fresh().await.map_err(connect_failure)?;
+            }
+            Err(a) => return Err(a.failure),
         }
     }
+}
 
-    async fn attempt(
-        &self,
-        stream: &mut tokio::net::TcpStream,
-        first: &[u8],
-        after_continue: AfterContinue<'_>,
-    ) -> Result<(Answer, bool), Attempt> {
-        let limits = self.limits();
-        let (read_half, mut write_half) = stream.split();
-        let mut reader = Reader::new(read_half);
-        let (mut answer, mut written) =
-            write_while_reading(&mut reader, &mut write_half, first, limits)
-                .await
-                .map_err(|e| attempt_failure(e, reader.started))?;
-        if answer.status == 100 {
-            match after_continue {
-                AfterContinue::Send(rest) => {
-                    (answer, written) =
-                        write_while_reading(&mut reader, &mut write_half, rest, limits)
-                            .await
-                            .map_err(|e| attempt_failure(e, true))?;
-                    if answer.status == 100 {
-                        return Err(Attempt {
-                            failure: Failure::Protocol(WireError::StatusLine),
-                            retry: false,
-                        });
-                    }
-                }
-                // The server waits for the rest of a truncated body: the connection
-                // is left in the middle of a message and must not be reused.
-                AfterContinue::Stop => return Ok((answer, false)),
-                AfterContinue::Error => {
+async fn attempt(
+    stream: &mut tokio::net::TcpStream,
+    limits: Limits,
+    first: &[u8],
+    after_continue: AfterContinue<'_>,
+) -> Result<(Answer, bool), Attempt> {
+    let (read_half, mut write_half) = stream.split();
+    let mut reader = Reader::new(read_half);
+    let (mut answer, mut written) =
+        write_while_reading(&mut reader, &mut write_half, first, limits)
+            .await
+            .map_err(|e| attempt_failure(e, reader.started))?;
+    if answer.status == 100 {
+        match after_continue {
+            AfterContinue::Send(rest) => {
+                (answer, written) = write_while_reading(&mut reader, &mut write_half, rest, limits)
+                    .await
+                    .map_err(|e| attempt_failure(e, true))?;
+                if answer.status == 100 {
                     return Err(Attempt {
                         failure: Failure::Protocol(WireError::StatusLine),
                         retry: false,
-                    })
+                    });
                 }
             }
+            // The server waits for the rest of a truncated body: the connection
+            // is left in the middle of a message and must not be reused.
+            AfterContinue::Stop => return Ok((answer, false)),
+            AfterContinue::Error => {
+                return Err(Attempt {
+                    failure: Failure::Protocol(WireError::StatusLine),
+                    retry: false,
+                })
+            }
         }
-        let reusable = written && answer.keeps_alive() && !reader.has_leftover();
-        Ok((answer, reusable))
     }
+    let reusable = written && answer.keeps_alive() && !reader.has_leftover();
+    Ok((answer, reusable))
 }
 
 /// Writes `bytes` while reading an answer, so that a server answering before it has

@@ -1,0 +1,183 @@
+//! One fetch in flight: the response head and body chunks its readers share, and
+//! what memory it keeps for them.
+//!
+//! Its own file, below the coalescer and the readers, which both work on a flight's
+//! state.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+use crate::lock::lock;
+use crate::spill::SpillFile;
+
+/// Bytes a non-retaining flight may buffer ahead of its slowest reader.
+const WINDOW: usize = 1 << 20;
+
+/// One fetch in flight, shared by its readers.
+pub struct Flight<H> {
+    pub(super) state: Mutex<State<H>>,
+    /// Bumped on every change the readers care about.
+    pub(super) progress: watch::Sender<u64>,
+    /// Bumped when a reader advances or leaves (the writer may be waiting for room).
+    pub(super) drained: watch::Sender<u64>,
+}
+
+pub(super) struct State<H> {
+    pub(super) head: Option<H>,
+    pub(super) chunks: VecDeque<Bytes>,
+    /// Absolute index of `chunks[0]`.
+    pub(super) base: usize,
+    /// Byte offset in the body of `chunks[0]`.
+    pub(super) base_bytes: u64,
+    pub(super) buffered: usize,
+    /// The file the body is being written to, once it went to disk: chunks it holds
+    /// leave memory, and readers behind them read it from there.
+    pub(super) spill: Option<Arc<SpillFile>>,
+    /// Bytes of the body the file holds.
+    pub(super) persisted: u64,
+    pub(super) end: Option<bool>,
+    pub(super) retain: bool,
+    pub(super) readers: Vec<(u64, usize)>,
+    pub(super) next_reader: u64,
+    pub(super) abandoned: bool,
+}
+
+impl<H: Clone> Flight<H> {
+    pub(super) fn new() -> Self {
+        Flight {
+            state: Mutex::new(State {
+                head: None,
+                chunks: VecDeque::new(),
+                base: 0,
+                base_bytes: 0,
+                buffered: 0,
+                spill: None,
+                persisted: 0,
+                end: None,
+                retain: true,
+                readers: Vec::new(),
+                next_reader: 0,
+                abandoned: false,
+            }),
+            progress: watch::channel(0).0,
+            drained: watch::channel(0).0,
+        }
+    }
+
+    /// Publishes the response head.
+    pub fn set_head(&self, head: H) {
+        lock(&self.state).head = Some(head);
+        self.bump();
+    }
+
+    /// Stops keeping chunks every reader has read (the response will not be stored);
+    /// late readers can no longer join.
+    pub fn stop_retaining(&self) {
+        let mut s = lock(&self.state);
+        s.retain = false;
+        trim(&mut s);
+    }
+
+    /// Appends a body chunk. When the flight does not retain chunks, waits while
+    /// readers are more than a window behind.
+    pub async fn push(&self, chunk: Bytes) {
+        let mut drained = self.drained.subscribe();
+        {
+            let mut s = lock(&self.state);
+            s.buffered += chunk.len();
+            s.chunks.push_back(chunk);
+        }
+        self.bump();
+        loop {
+            {
+                let s = lock(&self.state);
+                if s.retain || s.abandoned || s.buffered <= WINDOW {
+                    return;
+                }
+            }
+            if drained.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// From now on the body is also written to `file` (which holds its first
+    /// `persisted` bytes already): what the file holds leaves memory, and late readers
+    /// read it from there, so the flight keeps at most what is not written yet.
+    pub fn spill_to(&self, file: Arc<SpillFile>, persisted: u64) {
+        let mut s = lock(&self.state);
+        s.spill = Some(file);
+        s.persisted = persisted;
+        trim(&mut s);
+    }
+
+    /// The file now holds the body's first `persisted` bytes.
+    pub fn persisted(&self, persisted: u64) {
+        let mut s = lock(&self.state);
+        s.persisted = persisted;
+        trim(&mut s);
+    }
+
+    /// Bytes of body chunks the flight holds in memory.
+    pub fn buffered(&self) -> usize {
+        lock(&self.state).buffered
+    }
+
+    /// Marks the body complete (`ok`) or failed.
+    pub fn finish(&self, ok: bool) {
+        lock(&self.state).end = Some(ok);
+        self.bump();
+    }
+
+    /// All chunks, when the flight retained them (for storing the complete body).
+    pub fn retained_body(&self) -> Option<Vec<Bytes>> {
+        let s = lock(&self.state);
+        (s.retain && s.base == 0).then(|| s.chunks.iter().cloned().collect())
+    }
+
+    /// Whether every reader has gone away.
+    pub fn is_abandoned(&self) -> bool {
+        lock(&self.state).abandoned
+    }
+
+    /// Completes when every reader has gone away.
+    pub async fn abandoned(&self) {
+        let mut drained = self.drained.subscribe();
+        loop {
+            if self.is_abandoned() {
+                return;
+            }
+            if drained.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn bump(&self) {
+        self.progress.send_modify(|v| *v = v.wrapping_add(1));
+    }
+}
+
+/// Drops the chunks a spill file holds, and, when the flight does not retain its
+/// body, those every reader has passed.
+pub(super) fn trim<H>(s: &mut State<H>) {
+    let passed = if s.retain {
+        0
+    } else {
+        s.readers.iter().map(|r| r.1).min().unwrap_or(usize::MAX)
+    };
+    while let Some(front) = s.chunks.front() {
+        let end = s.base_bytes + front.len() as u64;
+        let on_disk = s.spill.is_some() && end <= s.persisted;
+        if !on_disk && s.base >= passed {
+            break;
+        }
+        s.buffered -= front.len();
+        s.base += 1;
+        s.base_bytes = end;
+        s.chunks.pop_front();
+    }
+}
