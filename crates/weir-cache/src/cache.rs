@@ -149,6 +149,25 @@ impl Cache {
         &self.settings
     }
 
+    /// The largest body the memory tier keeps: larger ones are stored on disk only
+    /// (a fill goes there as it arrives, see [`Cache::spill`]), or not at all.
+    pub fn memory_object_limit(&self) -> u64 {
+        if self.disk.is_some() {
+            self.settings().max_memory_object_bytes
+        } else {
+            self.settings().max_object_bytes
+        }
+    }
+
+    /// The objects of `key` on disk, when none is in memory: headers are read from
+    /// their files (blocking), bodies stay there to be streamed.
+    pub(crate) fn disk_objects(&self, key: &CacheKey) -> Vec<(CacheKey, Arc<CachedObject>)> {
+        self.disk
+            .as_ref()
+            .map(|d| d.load_all(key))
+            .unwrap_or_default()
+    }
+
     /// Finds the stored response for `request` (whose URL key is `key`) and says whether
     /// it is fresh for that request at `now`.
     pub fn lookup(&self, key: &CacheKey, request: &request::Parts, now: SystemTime) -> Lookup {

@@ -1,7 +1,6 @@
 //! The cache facade's disk-tier calls: lookups after a memory miss, objects for the
 //! content manager, counters, and flushing at shutdown.
 
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::request;
@@ -9,7 +8,6 @@ use http::request;
 use crate::cache::{Cache, Lookup};
 use crate::disk::{DiskStats, DiskTier};
 use crate::key::CacheKey;
-use crate::object::CachedObject;
 use crate::policy::Freshness;
 use crate::spill::Spill;
 
@@ -17,16 +15,6 @@ impl Cache {
     /// Whether there is a disk tier to look in after a memory miss.
     pub fn has_disk(&self) -> bool {
         self.disk.is_some()
-    }
-
-    /// The largest body the memory tier keeps: larger ones are stored on disk only
-    /// (a fill goes there as it arrives, see [`Cache::spill`]), or not at all.
-    pub fn memory_object_limit(&self) -> u64 {
-        if self.disk.is_some() {
-            self.settings().max_memory_object_bytes
-        } else {
-            self.settings().max_object_bytes
-        }
     }
 
     /// Looks in the disk tier, after [`Cache::lookup`] found nothing in memory. A body
@@ -59,15 +47,6 @@ impl Cache {
             Freshness::Fresh => Lookup::Fresh(object),
             Freshness::Stale => Lookup::Stale(object),
         }
-    }
-
-    /// The objects of `key` on disk, when none is in memory: headers are read from
-    /// their files (blocking), bodies stay there to be streamed.
-    pub(crate) fn disk_objects(&self, key: &CacheKey) -> Vec<(CacheKey, Arc<CachedObject>)> {
-        self.disk
-            .as_ref()
-            .map(|d| d.load_all(key))
-            .unwrap_or_default()
     }
 
     /// A file of the disk tier for a fill too large for the memory tier to be written
