@@ -1,6 +1,6 @@
-//! Weir's HTTP cache: what may be stored and for how long (RFC 9111, through
-//! `http-cache-semantics`), cache keys and Vary variants, the storage tiers behind a
-//! small trait, and request coalescing.
+//! Weir's HTTP cache: what may be stored and for how long (RFC 9111 and RFC 9213, read
+//! by its own [`freshness`] rules), cache keys and Vary variants, the storage tiers
+//! behind a small trait, and request coalescing.
 //!
 //! The cache knows nothing about sockets or origins: the engine asks it
 //! [`Cache::lookup`], fetches on a miss through a [`Flight`] so that concurrent misses

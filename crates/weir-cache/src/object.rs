@@ -45,11 +45,13 @@ impl CachedObject {
         status: StatusCode,
         headers: HeaderMap,
         body: impl Into<Body>,
-        policy: StoragePolicy,
+        mut policy: StoragePolicy,
     ) -> Self {
         let body = body.into();
-        // Owned by the object alone, in one allocation (see `compact`).
-        let headers = copy_headers(&headers, |_| true);
+        // Owned by the object alone, in one allocation (see `compact`), without the
+        // fields a qualified `private` or `no-cache` keeps from being stored.
+        let unstored = policy.take_unstored_fields();
+        let headers = copy_headers(&headers, |n| !unstored.iter().any(|u| u == n.as_str()));
         let vary = vary_names(&headers);
         // A body in a file costs the memory tier nothing but its handle.
         let body_bytes = body.in_memory().map_or(0, |b| b.len());

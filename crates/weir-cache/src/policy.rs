@@ -1,17 +1,14 @@
-//! RFC 9111 decisions, through `http-cache-semantics`, wrapped so the rest of Weir
-//! does not depend on its API (which changes between major versions).
-//!
-//! The crate decides storability and freshness. Weir builds the headers it sends
-//! itself: the crate's `cached_response` keeps one value per header name (losing
-//! repeated `Set-Cookie` or `Vary` lines) and rewrites `Date`, which a cache must not.
+//! The policy of one stored response: what RFC 9111 said about it when it arrived
+//! (see [`crate::freshness`]), kept in a few plain fields, and the answers the cache
+//! asks of it later (is it fresh for this request, how old is it, how long until
+//! stale).
 
 use std::time::{Duration, SystemTime};
 
-use http::{header, request, response, HeaderMap, HeaderName, HeaderValue};
-use http_cache_semantics::{BeforeRequest, CacheOptions, CachePolicy};
+use http::{header, request, response, HeaderMap, HeaderValue};
 
 use crate::adapted::Adapted;
-use crate::compact::{copy_headers, heap_size};
+use crate::freshness::{assess, request_directives, satisfies, PolicyOptions};
 
 /// Whether a stored response may be reused for a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,62 +22,79 @@ pub enum Freshness {
 /// The storage and freshness policy of one stored response.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct StoragePolicy {
-    inner: CachePolicy,
-    /// Fresh until this instant, for requests without their own cache directives.
+    /// When its age was zero: when it arrived, less the age it arrived with.
+    born: SystemTime,
+    /// Fresh until this instant.
     fresh_until: SystemTime,
     has_validator: bool,
-    /// `CachePolicy::is_storable`, asked once when built (each call parses again).
-    #[serde(default = "unknown_storable")]
     storable: bool,
-    /// Heap bytes of what the crate keeps (fields and parsed directives), for the
-    /// memory tier's charge. Absent from entries written before it was recorded.
-    #[serde(default = "unknown_kept")]
-    kept_bytes: u32,
-}
-
-/// Entries written before `storable` was recorded were stored, so storable.
-fn unknown_storable() -> bool {
-    true
-}
-
-/// The charge of a policy read from an older disk entry: about what two small header
-/// maps and their directives cost.
-fn unknown_kept() -> u32 {
-    1536
+    /// Unqualified `no-cache`: every reuse is validated first.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    validate_always: bool,
+    /// `must-revalidate`, `proxy-revalidate` or `s-maxage`: a client's `max-stale`
+    /// does not make it usable once stale.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    forbids_stale: bool,
+    /// Fields a qualified `private` or `no-cache` names: not stored (taken out when
+    /// the object is made, so a stored policy has none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    unstored_fields: Vec<String>,
 }
 
 impl StoragePolicy {
-    /// The policy of a response to a request, received at `response_time`.
-    /// `heuristic_fraction` is the share of the time since Last-Modified that a response
-    /// without explicit freshness is considered fresh for.
+    /// The policy of a response to a request, received at `response_time`, with
+    /// default options but the share of the time since `Last-Modified` that a response
+    /// without explicit freshness stays fresh.
     pub fn new(
         request: &request::Parts,
         response: &response::Parts,
         response_time: SystemTime,
         heuristic_fraction: f32,
     ) -> StoragePolicy {
-        let opts = CacheOptions {
-            shared: true,
-            cache_heuristic: heuristic_fraction,
-            ..CacheOptions::default()
+        let options = PolicyOptions {
+            heuristic_fraction,
+            ..PolicyOptions::default()
         };
-        let kept = KeptFields::of(request, response);
-        let inner = CachePolicy::new_options(&kept, &kept, response_time, opts);
-        let fresh_until = response_time + inner.time_to_live(response_time);
-        let has_validator = response.headers.contains_key(http::header::ETAG)
-            || response.headers.contains_key(http::header::LAST_MODIFIED);
+        Self::with_options(request, response, response_time, &options)
+    }
+
+    /// The policy of a response to a request, received at `response_time`.
+    pub fn with_options(
+        request: &request::Parts,
+        response: &response::Parts,
+        response_time: SystemTime,
+        options: &PolicyOptions<'_>,
+    ) -> StoragePolicy {
+        let a = assess(request, response, response_time, options);
+        let born = response_time
+            .checked_sub(a.initial_age)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
         StoragePolicy {
-            storable: inner.is_storable(),
-            inner,
-            fresh_until,
-            has_validator,
-            kept_bytes: kept.heap_size().min(u32::MAX as usize) as u32,
+            born,
+            fresh_until: born + a.lifetime,
+            has_validator: a.has_validator,
+            storable: a.storable,
+            validate_always: a.validate_always,
+            forbids_stale: a.forbids_stale,
+            unstored_fields: a.unstored_fields,
         }
     }
 
     /// Heap bytes it keeps (for the memory tier's charge).
     pub(crate) fn heap_size(&self) -> usize {
-        self.kept_bytes as usize
+        self.unstored_fields.capacity() * std::mem::size_of::<String>()
+            + self
+                .unstored_fields
+                .iter()
+                .map(String::capacity)
+                .sum::<usize>()
+    }
+
+    /// Takes the fields that must not be stored (see [`CachedObject::new`]).
+    ///
+    /// [`CachedObject::new`]: crate::CachedObject::new
+    pub(crate) fn take_unstored_fields(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.unstored_fields)
     }
 
     /// The same policy with its freshness set by a module: fresh for `ttl` from `now`.
@@ -96,29 +110,44 @@ impl StoragePolicy {
 
     /// Is it worth storing: storable, and either fresh for a while or revalidatable?
     pub fn is_worth_storing(&self, now: SystemTime) -> bool {
-        self.is_storable() && (self.fresh_until > now || self.has_validator)
+        self.is_storable()
+            && ((self.fresh_until > now && !self.validate_always) || self.has_validator)
     }
 
     /// May the stored response answer `request` at `now` without contacting the origin?
     pub fn freshness(&self, request: &request::Parts, now: SystemTime) -> Freshness {
+        if self.validate_always {
+            return Freshness::Stale;
+        }
         let h = &request.headers;
-        if !h.contains_key(http::header::CACHE_CONTROL) && !h.contains_key(http::header::PRAGMA) {
+        let fresh = if !h.contains_key(header::CACHE_CONTROL) && !h.contains_key(header::PRAGMA) {
             // The common case: no request directives, so only the response's lifetime counts.
-            return if now < self.fresh_until {
-                Freshness::Fresh
-            } else {
-                Freshness::Stale
-            };
+            now < self.fresh_until
+        } else {
+            satisfies(
+                &request_directives(h),
+                self.forbids_stale,
+                self.lifetime(),
+                self.age(now),
+            )
+        };
+        if fresh {
+            Freshness::Fresh
+        } else {
+            Freshness::Stale
         }
-        match self.inner.before_request(&FreshnessProbe(request), now) {
-            BeforeRequest::Fresh(_) => Freshness::Fresh,
-            BeforeRequest::Stale { .. } => Freshness::Stale,
-        }
+    }
+
+    /// Its freshness lifetime.
+    fn lifetime(&self) -> Duration {
+        self.fresh_until
+            .duration_since(self.born)
+            .unwrap_or_default()
     }
 
     /// The value of the `Age` header to send now.
     pub fn age(&self, now: SystemTime) -> Duration {
-        self.inner.age(now)
+        now.duration_since(self.born).unwrap_or_default()
     }
 
     /// How long the response has been stale (zero while it is fresh).
@@ -143,121 +172,6 @@ impl StoragePolicy {
         parts.status = status;
         parts.headers = headers.clone();
         Self::new(request, &parts, now, heuristic_fraction)
-    }
-}
-
-/// Response fields the crate reads after the policy is built. It keeps whatever it is
-/// given for as long as the object is cached, so it is given only these.
-const RESPONSE_FIELDS: [HeaderName; 8] = [
-    header::CACHE_CONTROL,
-    header::PRAGMA,
-    header::EXPIRES,
-    header::DATE,
-    header::AGE,
-    header::LAST_MODIFIED,
-    header::ETAG,
-    header::VARY,
-];
-
-/// What the crate keeps of a request and its response: the fields it reads later, in
-/// one allocation each (see `compact`), and no URI (it only compares URIs through
-/// [`FreshnessProbe`], which the cache key makes equal).
-struct KeptFields {
-    method: http::Method,
-    status: http::StatusCode,
-    request: HeaderMap,
-    response: HeaderMap,
-}
-
-impl KeptFields {
-    fn of(request: &request::Parts, response: &response::Parts) -> KeptFields {
-        let vary = crate::vary::vary_names(&response.headers);
-        let request_fields = copy_headers(&request.headers, |n| {
-            n == header::HOST
-                || n == header::AUTHORIZATION
-                || n == header::CACHE_CONTROL
-                || n == header::PRAGMA
-                || vary.contains(n)
-        });
-        let mut response_fields = copy_headers(&response.headers, |n| RESPONSE_FIELDS.contains(n));
-        // Only its presence counts (a shared cache does not reuse such a response
-        // without `public`); the cookie itself need not be kept.
-        if response.headers.contains_key(header::SET_COOKIE) {
-            response_fields.insert(header::SET_COOKIE, HeaderValue::from_static(""));
-        }
-        KeptFields {
-            method: request.method.clone(),
-            status: response.status,
-            request: request_fields,
-            response: response_fields,
-        }
-    }
-}
-
-impl KeptFields {
-    /// What the crate's copy costs on the heap: the two maps, and its parsed
-    /// `Cache-Control` directives (a table per message that has any, and a string or
-    /// two per directive).
-    fn heap_size(&self) -> usize {
-        let directives = |h: &HeaderMap| -> usize {
-            let n: usize = h
-                .get_all(header::CACHE_CONTROL)
-                .iter()
-                .map(|v| v.as_bytes().split(|&b| b == b',').count())
-                .sum();
-            if n == 0 {
-                0
-            } else {
-                160 + n * 96
-            }
-        };
-        heap_size(&self.request)
-            + heap_size(&self.response)
-            + directives(&self.request)
-            + directives(&self.response)
-    }
-}
-
-impl http_cache_semantics::RequestLike for KeptFields {
-    fn uri(&self) -> http::Uri {
-        http::Uri::from_static("/")
-    }
-    fn is_same_uri(&self, _other: &http::Uri) -> bool {
-        true
-    }
-    fn method(&self) -> &http::Method {
-        &self.method
-    }
-    fn headers(&self) -> &HeaderMap {
-        &self.request
-    }
-}
-
-impl http_cache_semantics::ResponseLike for KeptFields {
-    fn status(&self) -> http::StatusCode {
-        self.status
-    }
-    fn headers(&self) -> &HeaderMap {
-        &self.response
-    }
-}
-
-/// The crate compares the request's URI and Host with the stored request's, which the
-/// cache key already guarantees; this view presents only what freshness depends on.
-struct FreshnessProbe<'a>(&'a request::Parts);
-
-impl http_cache_semantics::RequestLike for FreshnessProbe<'_> {
-    fn uri(&self) -> http::Uri {
-        self.0.uri.clone()
-    }
-    fn is_same_uri(&self, _other: &http::Uri) -> bool {
-        true
-    }
-    fn method(&self) -> &http::Method {
-        &http::Method::GET
-    }
-    fn headers(&self) -> &HeaderMap {
-        &self.0.headers
     }
 }
 

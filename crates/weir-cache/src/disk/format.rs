@@ -17,7 +17,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::StoragePolicy;
 
-const MAGIC: &[u8; 8] = b"WEIRDSK1";
+const MAGIC: &[u8; 8] = b"WEIRDSK2";
+/// The start of files written before Weir had its own RFC 9111 policy: their policies
+/// cannot be read back, so the files are dropped.
+const OUTDATED_MAGIC: &[u8; 8] = b"WEIRDSK1";
 /// Bytes before the metadata.
 pub(crate) const PREFIX_LEN: u64 = 16;
 /// Metadata larger than this is not something Weir wrote.
@@ -57,6 +60,8 @@ pub(crate) enum Damage {
     Gone,
     /// It is not a complete entry.
     Bad(String),
+    /// An older Weir wrote it, in a format this one does not read.
+    Outdated,
 }
 
 impl From<io::Error> for Damage {
@@ -86,6 +91,9 @@ pub(crate) fn read_head(file: &mut File, file_len: u64) -> Result<(Meta, u64), D
     let mut prefix = [0u8; PREFIX_LEN as usize];
     file.read_exact(&mut prefix)
         .map_err(|_| Damage::Bad("shorter than its header".into()))?;
+    if &prefix[..8] == OUTDATED_MAGIC {
+        return Err(Damage::Outdated);
+    }
     if &prefix[..8] != MAGIC {
         return Err(Damage::Bad("not a Weir cache file".into()));
     }

@@ -221,6 +221,10 @@ impl DiskTier {
                 shared.drop_damaged(&key, id, &reason);
                 None
             }
+            Err(Damage::Outdated) => {
+                shared.drop_damaged(&key, id, "written by an older Weir");
+                None
+            }
         }
     }
 

@@ -32,6 +32,7 @@ pub(super) fn rebuild(shared: &Shared, start: &std::sync::Barrier) {
     }
     let mut found = Vec::new();
     let mut damaged = 0u64;
+    let mut outdated = 0u64;
     for sub in 0..=0xffu64 {
         let Ok(files) = fs::read_dir(dir.join(format!("{sub:02x}"))) else {
             continue;
@@ -51,6 +52,10 @@ pub(super) fn rebuild(shared: &Shared, start: &std::sync::Barrier) {
                 Err(Damage::Bad(reason)) => {
                     damaged += 1;
                     tracing::warn!(file = %f.path().display(), "disk cache: damaged entry dropped: {reason}");
+                    let _ = fs::remove_file(f.path());
+                }
+                Err(Damage::Outdated) => {
+                    outdated += 1;
                     let _ = fs::remove_file(f.path());
                 }
             }
@@ -85,6 +90,7 @@ pub(super) fn rebuild(shared: &Shared, start: &std::sync::Barrier) {
         entries = count,
         bytes = shared.index.weighted_size(),
         damaged,
+        outdated,
         invalidated,
         elapsed_ms = started.elapsed().as_millis() as u64,
         "disk cache: index rebuilt"

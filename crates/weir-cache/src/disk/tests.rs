@@ -233,6 +233,27 @@ async fn damaged_entries_are_dropped_and_counted() {
 }
 
 #[tokio::test]
+async fn entries_of_an_older_format_are_dropped_quietly() {
+    let dir = temp_dir();
+    let req = request(&[]);
+    {
+        let c = cache(&dir, 1 << 16);
+        c.store(&key("/old"), &req, object(&req, b"old", &[]), c.ticket());
+        c.flush();
+    }
+    for f in entry_files(&dir) {
+        let mut data = std::fs::read(&f).unwrap();
+        data[..8].copy_from_slice(b"WEIRDSK1");
+        std::fs::write(&f, &data).unwrap();
+    }
+    let c = cache(&dir, 1 << 16);
+    let stats = c.disk_stats().unwrap();
+    assert_eq!((stats.entries, stats.damaged), (0, 0));
+    assert!(entry_files(&dir).is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
 async fn a_damaged_streamed_body_ends_in_an_error() {
     let dir = temp_dir();
     let req = request(&[]);
