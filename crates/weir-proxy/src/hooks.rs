@@ -20,7 +20,7 @@ mod whole;
 
 pub(crate) use budget::{HeldBudget, Room};
 pub(crate) use whole::{
-    hook_request_body, whole_request, whole_response, BodySource, RequestSlot, Whole, WholeRequest,
+    hook_request_body, whole_request, whole_response, RequestSlot, Whole, WholeRequest,
 };
 
 /// A transaction's module context, shared by the handler and the body it sends (the

@@ -3,9 +3,7 @@
 //! client's body as it streams to the origin.
 
 use std::collections::VecDeque;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
@@ -14,60 +12,10 @@ use http_body::Body as _;
 use weir_api::{BodyChunk, Event, Reply, WholeBody};
 
 use super::{decide, BodyStage, Room};
-use crate::body::{BoxError, ClientIncoming, ProxyBody, RequestBody};
+use crate::body::{BodySource, BoxError, ClientIncoming, RequestBody};
 use crate::error::ProxyError;
 use crate::modules::{call, run_event, ModTxn};
 use crate::service::Engine;
-use crate::upstream::UpstreamBody;
-
-/// Something a body can be read from, chunk by chunk (trailers skipped).
-pub(crate) trait BodySource: Send {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>>;
-}
-
-impl BodySource for UpstreamBody {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
-        self.poll_data(cx)
-    }
-}
-
-impl BodySource for ProxyBody {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
-        poll_data_frames(Pin::new(self), cx)
-    }
-}
-
-impl BodySource for ClientIncoming {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
-        poll_data_frames(Pin::new(self), cx)
-    }
-}
-
-impl BodySource for RequestBody {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
-        poll_data_frames(Pin::new(self), cx)
-    }
-}
-
-fn poll_data_frames<B>(
-    mut body: Pin<&mut B>,
-    cx: &mut Context<'_>,
-) -> Poll<Option<Result<Bytes, B::Error>>>
-where
-    B: http_body::Body<Data = Bytes>,
-{
-    loop {
-        return match body.as_mut().poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                Ok(data) => Poll::Ready(Some(Ok(data))),
-                Err(_) => continue,
-            },
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        };
-    }
-}
 
 /// A body read for a whole-message event: all of it, or its first bytes past the
 /// limit (the rest is still in the source).

@@ -10,7 +10,8 @@ use http_body::{Body, SizeHint};
 use hyper::body::Incoming;
 
 use super::{h1, h2_pool, owned};
-use crate::body::BoxError;
+use crate::body::request::BoxError;
+use crate::body::source::BodySource;
 
 /// What an origin's response body holds on to until it ends.
 pub(super) enum Hold {
@@ -121,5 +122,11 @@ impl UpstreamBody {
 
     pub(crate) fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+impl BodySource for UpstreamBody {
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
+        self.poll_data(cx)
     }
 }

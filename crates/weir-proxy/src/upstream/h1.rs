@@ -14,7 +14,7 @@ use super::connect::{connect, BoxIo, Negotiated};
 use super::error::UpstreamError;
 use super::origins::{Origin, Upstream};
 use super::tls::Alpn;
-use crate::body::RequestBody;
+use crate::body::request::RequestBody;
 
 /// A connection taken from the pool for one request.
 pub(super) struct PooledConn {

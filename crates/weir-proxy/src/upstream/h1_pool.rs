@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use hyper::client::conn::http1;
 use tokio::sync::Notify;
 
-use crate::body::RequestBody;
+use crate::body::request::RequestBody;
 
 /// One origin's HTTP/1.1 connections.
 pub(super) struct Pool {

@@ -28,7 +28,7 @@ use super::error::UpstreamError;
 use super::h2_pool::{ConnState, Pick, Ready, StreamSlot};
 use super::origins::{Origin, Upstream};
 use super::tls::Alpn;
-use crate::body::RequestBody;
+use crate::body::request::RequestBody;
 use crate::metrics::Metrics;
 
 /// How often a connection's task reads the origin's stream limit again: hyper polls

@@ -10,7 +10,7 @@ use hyper::client::conn::http2::SendRequest;
 use tokio::sync::watch;
 
 use super::error::UpstreamError;
-use crate::body::RequestBody;
+use crate::body::request::RequestBody;
 
 pub(super) type Ready = Option<Result<SendRequest<RequestBody>, UpstreamError>>;
 

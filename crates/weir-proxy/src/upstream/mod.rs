@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use http::{Request, Response};
 use http_body::Body;
 
-use crate::body::RequestBody;
+use crate::body::request::RequestBody;
 use crate::config::{OriginConfig, OriginProtocol, TimeoutsConfig, UpstreamConfig};
 use crate::metrics::Metrics;
 use connect::Negotiated;
@@ -335,10 +335,10 @@ fn classify(e: hyper::Error) -> UpstreamError {
     use std::error::Error as _;
     let mut source = e.source();
     while let Some(s) = source {
-        if s.is::<crate::body::BodyTooLarge>() {
+        if s.is::<crate::body::request::BodyTooLarge>() {
             return UpstreamError::BodyTooLarge;
         }
-        if let Some(t) = s.downcast_ref::<crate::body::ClientBodyTimeout>() {
+        if let Some(t) = s.downcast_ref::<crate::body::request::ClientBodyTimeout>() {
             return UpstreamError::ClientTimeout(t.0);
         }
         source = s.source();
