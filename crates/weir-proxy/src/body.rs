@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
-use crate::service::TxnRecord;
+use crate::record::TxnRecord;
 
 pub(crate) use request::{
     BoxError, ChunkStream, ClientBodyTimeout, ClientIncoming, ReadAheadError, RequestBody,
