@@ -1,11 +1,14 @@
-//! What a transaction knows of its listener (`ListenerInfo`) and of its client's
-//! connection (`ConnInfo`), as the accept layer sets them up. Vocabulary: it names
-//! only configuration, routes and the connection setup.
+//! What a transaction knows of its listener (`ListenerInfo`, with the connection
+//! `Setup` the listener asks of the accept layer) and of its client's connection
+//! (`ConnInfo`). Vocabulary: it names only configuration, routes, the listener's TLS
+//! certificates and the framing guard's report.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::config::ListenMode;
+use crate::listener::tls::TlsListener;
 use crate::route::Router;
 
 /// What a listener does.
@@ -17,7 +20,7 @@ pub(crate) struct ListenerInfo {
     /// Clients that may PURGE (`[cache] purge_from`).
     pub purge_from: Vec<ipnet::IpNet>,
     /// What happens before HTTP: PROXY header, TLS, original destination.
-    pub setup: crate::listener::Setup,
+    pub setup: Setup,
 }
 
 /// One client connection.
@@ -33,4 +36,16 @@ pub(crate) struct ConnInfo {
     pub framing: Arc<crate::framing::FramingReport>,
     /// Requests received so far on this connection (HTTP/1 requests arrive in order).
     pub requests: std::sync::atomic::AtomicU64,
+}
+
+/// How a listener's connections are set up before HTTP.
+pub(crate) struct Setup {
+    /// Read a PROXY header first.
+    pub proxy_protocol: bool,
+    /// Terminate TLS with these certificates.
+    pub tls: Option<Arc<TlsListener>>,
+    /// Look up the original destination (transparent listeners).
+    pub transparent: bool,
+    /// Bound on the PROXY header and the TLS handshake together.
+    pub handshake_timeout: Duration,
 }
