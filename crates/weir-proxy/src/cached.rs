@@ -1,4 +1,7 @@
 //! The cache path of a transaction: lookup, coalesced fetch or validation, store.
+//! Above forwarding (`forward.rs`), the module calls and the engine's state. What this
+//! file and its children share is in the children (`hit.rs`: answering from a stored
+//! object; `fill.rs`: starting a fetch, which `fetch.rs` runs), so none looks up here.
 
 use std::sync::Arc;
 use std::time::SystemTime;

@@ -1,6 +1,10 @@
 //! Where the engine calls modules: one function (or, on the hit path, macro) per
 //! event, each a no-op unless a module wants that event. The deliver events are in
 //! `deliver.rs`.
+//!
+//! Above the engine's state and the vocabulary; never the cache path or the
+//! transaction, which call these. What the events share (turning a module's decision
+//! into a reply or an error, the body stage) is in `decision.rs` and `stage.rs`.
 
 use std::sync::Arc;
 

@@ -4,7 +4,8 @@
 //! Netfilter's connection tracking keeps the original destination and Linux hands
 //! it out through `getsockopt(SO_ORIGINAL_DST)` (IPv4) and
 //! `getsockopt(IP6T_SO_ORIGINAL_DST)` (IPv6). `nix` wraps both as safe socket
-//! options, so Weir needs no `unsafe` here.
+//! options, so Weir needs no `unsafe` here. Where such a request goes (its Host, else
+//! this destination) is the transaction's to decide: `target.rs`.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
