@@ -1,6 +1,7 @@
 //! Reading a body chunk by chunk, whatever it is: what the whole-message events
 //! collect from, and how a body already begun is chained after its first bytes. Each
-//! body type implements it beside its definition; the request bodies here.
+//! body type implements it beside its definition; the request bodies here. Uses only
+//! the request bodies, so every body type, above or below the upstream pools, can.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};

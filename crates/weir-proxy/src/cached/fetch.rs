@@ -1,6 +1,7 @@
 //! One origin fetch feeding a flight: a miss or a validation, its modules, storing
 //! the response (or a refreshed copy), and serving a stale copy when the origin fails.
-//! Started by `fill.rs`.
+//! Started by `fill.rs`; uses the module calls, forwarding's `upstream_error`, the
+//! keeper (`keep.rs`) and the engine's state.
 
 use std::sync::Arc;
 use std::time::SystemTime;

@@ -1,6 +1,7 @@
 //! Starting the origin fetch behind a flight (`fetch.rs` runs it): for the leader of
 //! a miss or a validation, or in the background (stale-while-revalidate, the whole
-//! object after a range miss).
+//! object after a range miss). Above `fetch.rs`; used by the lookup (`cached.rs`) and
+//! by ranges (`range.rs`).
 
 use std::sync::Arc;
 

@@ -1,5 +1,6 @@
 //! Answering from a stored object: the object, or 304 to a client whose validators
-//! match, with our `Cache-Status`.
+//! match, with our `Cache-Status`. The bottom of the cache path: it uses only the
+//! vocabulary (bodies, `Served`).
 
 use std::time::SystemTime;
 

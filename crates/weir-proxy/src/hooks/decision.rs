@@ -1,6 +1,7 @@
 //! What a module's decision becomes for the engine: nothing, its reply, or Weir's
 //! error (with `Cache-Status` detail `module-error`); and the framing of a body whose
-//! length a module may change.
+//! length a module may change. The bottom of `hooks/`: it uses only the error
+//! vocabulary and the module chain's verdict.
 
 use http::header::{self, HeaderValue};
 use http::StatusCode;

@@ -1,5 +1,6 @@
 //! The body events on one body: chunk by chunk, or, when a module asked for it, the
-//! whole body at once within `[limits] module_body` and the shared budget.
+//! whole body at once within `[limits] module_body` and the shared budget. Uses the
+//! engine's state and the module chain; used by the body hooks and the cache fill.
 
 use bytes::Bytes;
 use weir_api::{BodyChunk, Event};

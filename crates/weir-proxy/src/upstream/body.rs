@@ -1,5 +1,6 @@
 //! An origin's response body: its chunks as they arrive, within the idle limit, and
-//! the connection (HTTP/1.1) or stream (HTTP/2) it holds until it ends.
+//! the connection (HTTP/1.1) or stream (HTTP/2) it holds until it ends. Above the
+//! senders whose handles it holds; the response body sent to clients wraps it.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};

@@ -1,6 +1,7 @@
 //! Opening a connection to an origin: name resolution, TCP, and for `https://` origins
 //! a TLS handshake with rustls that offers the ALPN protocols the caller asks for
-//! (the client configurations are in `tls.rs`).
+//! (the client configurations are in `tls.rs`). Above the shared state (it reads an
+//! origin's address and TLS settings); below the senders.
 
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite};

@@ -1,5 +1,5 @@
 //! Why a request to an origin failed, as the pools report it; the engine turns it into
-//! the answer the client gets.
+//! the answer the client gets. The bottom of `upstream/`, beside `origin_addr.rs`.
 
 /// Why a request to an origin failed.
 #[derive(Debug, Clone)]

@@ -1,5 +1,6 @@
 //! One origin's HTTP/1.1 connections as the pool keeps them: the idle ones and how
-//! many are open. Taking and giving back connections is in `h1.rs`.
+//! many are open. Below the shared state that holds it (`origins.rs`); taking and
+//! giving back connections, which need that state, is in `h1.rs`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

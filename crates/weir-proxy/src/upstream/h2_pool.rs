@@ -1,6 +1,7 @@
 //! One origin's HTTP/2 connections as the pool keeps them: each connection's streams
 //! in use and the origin's stream limit, and which connection a new stream takes.
-//! Opening connections and sending on them is in `h2.rs`.
+//! Below the shared state that holds it (`origins.rs`); opening connections and
+//! sending on them, which need that state, is in `h2.rs`.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

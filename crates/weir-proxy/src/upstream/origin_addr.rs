@@ -1,5 +1,6 @@
 //! Where a request goes: an origin's scheme, host and port. The name every layer above
-//! uses for an origin (routes, targets, the access log); it knows nothing of connections.
+//! uses for an origin (routes, targets, the access log): the bottom of `upstream/`,
+//! using only the configuration's URL type.
 
 use crate::config::OriginUrl;
 
