@@ -1,52 +1,35 @@
 //! The cache path of a transaction: lookup, coalesced fetch or validation, store.
+//! Above forwarding (`forward.rs`), the module calls and the engine's state. What this
+//! file and its children share is in the children (`hit.rs`: answering from a stored
+//! object; `fill.rs`: starting a fetch, which `fetch.rs` runs), so none looks up here.
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Response, StatusCode};
-use weir_cache::{CacheKey, CachedObject, FlightReader, Join, Lookup, StaleUse};
+use weir_cache::{CacheKey, FlightReader, Join, Lookup, StaleUse};
 
 use crate::body::{ProxyBody, RequestBody};
-use crate::error::ProxyError;
+use crate::engine::Engine;
+use crate::error::{ProxyError, ONLY_IF_CACHED};
+use crate::flight::{FlightHead, FlightOutcome};
+use crate::forward::{forward_hooked, upstream_request};
 use crate::hooks;
 use crate::metrics::CacheOutcome;
 use crate::modules::ModTxn;
-use crate::service::{forward_hooked, upstream_request, Engine, Served, Target};
+use crate::served::Served;
+use crate::target::Target;
 use crate::upstream::OriginAddr;
 use weir_api::{CacheLookup, Event};
 
+mod fetch;
 mod fill;
+mod hit;
 mod keep;
 pub(crate) mod range;
 use fill::{fetch_in_background, start_fetch, Fill};
-
-/// What a flight's readers learn when the origin's response head arrives.
-pub(crate) type FlightHead = Arc<FlightOutcome>;
-
-pub(crate) enum FlightOutcome {
-    Response(FetchedHead),
-    Failed(ProxyErrorParts),
-}
-
-/// A fetch's failure as its readers learn it (already counted by the fetch).
-pub(crate) struct ProxyErrorParts {
-    status: StatusCode,
-    reason: String,
-    /// The `Cache-Status` detail, when the status alone does not tell.
-    detail: Option<&'static str>,
-}
-
-pub(crate) struct FetchedHead {
-    status: StatusCode,
-    headers: HeaderMap,
-    /// May other clients be served from this fetch (it is being stored)?
-    shareable: bool,
-    outcome: CacheOutcome,
-    cache_status: HeaderValue,
-    /// The request headers the response varies on, and the leader's variant key.
-    vary: Option<(Vec<http::HeaderName>, CacheKey)>,
-}
+use hit::{serve_object, HIT};
 
 /// GET and HEAD requests that may be answered from the cache.
 pub(crate) fn is_cache_candidate(parts: &request::Parts) -> bool {
@@ -195,57 +178,8 @@ pub(crate) async fn serve(
     }
 }
 
-const HIT: HeaderValue = HeaderValue::from_static("weir; hit");
 const STALE_WHILE_REVALIDATE: HeaderValue =
     HeaderValue::from_static("weir; hit; detail=stale-while-revalidate");
-
-/// The `Cache-Status` detail of a failure caused by a module.
-pub(crate) const MODULE_ERROR: &str = "module-error";
-/// The `Cache-Status` detail of a miss refused by `only-if-cached`.
-pub(crate) const ONLY_IF_CACHED: &str = "only-if-cached";
-
-fn strip_body(parts: &request::Parts) -> request::Parts {
-    let mut r = http::Request::new(());
-    *r.method_mut() = parts.method.clone();
-    *r.uri_mut() = parts.uri.clone();
-    *r.version_mut() = parts.version;
-    *r.headers_mut() = parts.headers.clone();
-    r.into_parts().0
-}
-
-/// Answers from a stored object: 304 to a matching conditional request, else the
-/// object (headers only for HEAD).
-fn serve_object(
-    object: &CachedObject,
-    parts: &request::Parts,
-    now: SystemTime,
-    outcome: CacheOutcome,
-    cache_status: HeaderValue,
-) -> Served {
-    let response = if object.satisfies_conditional(&parts.headers) {
-        let mut r = Response::new(ProxyBody::empty());
-        *r.status_mut() = StatusCode::NOT_MODIFIED;
-        *r.headers_mut() = object.not_modified_headers(now);
-        r
-    } else {
-        let body = if parts.method == Method::HEAD {
-            ProxyBody::empty()
-        } else {
-            stored_body(&object.body)
-        };
-        let mut r = Response::new(body);
-        *r.status_mut() = object.status;
-        *r.headers_mut() = object.response_headers(now);
-        r
-    };
-    Served {
-        response,
-        outcome,
-        cache_status,
-        upstream: None,
-        origin_body: false,
-    }
-}
 
 /// Answers a client from a flight: its head, then its body as it arrives.
 async fn serve_flight(
@@ -305,19 +239,6 @@ async fn serve_flight(
     *r.status_mut() = h.status;
     *r.headers_mut() = h.headers.clone();
     Ok(served(r))
-}
-
-/// A stored body as a response body: by reference from memory, streamed from a file.
-pub(crate) fn stored_body(body: &weir_cache::Body) -> ProxyBody {
-    if let Some(b) = body.in_memory() {
-        return ProxyBody::full(b.clone());
-    }
-    let stream = futures_util::stream::unfold(body.reader(), |mut r| async move {
-        r.next_chunk()
-            .await
-            .map(|c| (c.map_err(|e| e.to_string().into()), r))
-    });
-    ProxyBody::stream(Box::pin(stream))
 }
 
 fn client_conditional_matches(response: &HeaderMap, request: &HeaderMap) -> bool {

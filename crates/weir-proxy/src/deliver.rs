@@ -8,10 +8,12 @@ use http::{response, Response};
 use weir_api::{engine, Event, Txn};
 
 use crate::body::ProxyBody;
-use crate::hooks::{self, TxnSlot};
+use crate::engine::Engine;
+use crate::hooks;
 use crate::metrics::Metrics;
 use crate::modules::{Hook, ModTxn, ModuleChain};
-use crate::service::{refusal, set_cache_status, Engine};
+use crate::record::TxnSlot;
+use crate::served::{refusal, reply_response, set_cache_status};
 
 /// Runs the deliver events on a response: headers now, body chunks as they stream
 /// (with the response-body event first when the body comes straight from the origin).
@@ -29,7 +31,7 @@ macro_rules! deliver {
             use weir_api::Event;
             use $crate::deliver as d;
             use $crate::modules::{call, run_event, ModTxn};
-            let engine: &std::sync::Arc<$crate::service::Engine> = $engine;
+            let engine: &std::sync::Arc<$crate::engine::Engine> = $engine;
             let txn: &mut Option<ModTxn> = $txn;
             let response: &mut http::Response<$crate::body::ProxyBody> = $response;
             let Some(ModTxn { chain, txn: t }) = txn.as_mut() else {
@@ -90,7 +92,7 @@ macro_rules! deliver {
             } else {
                 // A body event cannot replace the response any more: a failure.
                 *response =
-                    $crate::service::refusal(metrics, $crate::hooks::module_failed_in_body());
+                    $crate::served::refusal(metrics, $crate::hooks::module_failed_in_body());
             }
             None
         }
@@ -132,7 +134,7 @@ pub(crate) fn headers_decided(
             }
         }
         Hook::Respond(reply) => {
-            *response = hooks::reply_response(*reply);
+            *response = reply_response(*reply);
             set_cache_status(
                 response.headers_mut(),
                 HeaderValue::from_static("weir; detail=module"),

@@ -1,9 +1,11 @@
-//! Errors the proxy answers itself: a status and a short plain-text reason.
+//! Errors the proxy answers itself: a status and a short plain-text reason. Above the
+//! response body (an error is answered with one); below everything that fails a
+//! transaction.
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
 
-use crate::body::ProxyBody;
+use crate::body::{ClientBodyTimeout, ProxyBody};
 use crate::metrics::ErrorKind;
 
 /// An answer the proxy gives instead of an origin's.
@@ -81,4 +83,36 @@ impl ProxyError {
         }
         resp
     }
+}
+
+/// The `Cache-Status` detail of a failure caused by a module.
+pub(crate) const MODULE_ERROR: &str = "module-error";
+/// The `Cache-Status` detail of a miss refused by `only-if-cached`.
+pub(crate) const ONLY_IF_CACHED: &str = "only-if-cached";
+
+/// The client's request body could not be read: 408 when the client paused too long
+/// (`[timeouts] client_body_idle`), 400 otherwise. The connection is closed either way:
+/// the rest of the body is still on it.
+pub(crate) fn client_body_error(e: &(dyn std::error::Error + 'static)) -> ProxyError {
+    let timed_out =
+        std::iter::successors(Some(e), |e| e.source()).any(|e| e.is::<ClientBodyTimeout>());
+    if timed_out {
+        ProxyError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            ErrorKind::ClientTimeout,
+            format!("cannot read the request body: {e}"),
+        )
+        .closing()
+    } else {
+        ProxyError::bad_request(format!("cannot read the request body: {e}")).closing()
+    }
+}
+
+pub(crate) fn body_too_large(max: u64) -> ProxyError {
+    ProxyError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorKind::BodyTooLarge,
+        format!("request body is larger than {max} bytes"),
+    )
+    .closing()
 }

@@ -1,51 +1,34 @@
 //! Where the engine calls modules: one function (or, on the hit path, macro) per
 //! event, each a no-op unless a module wants that event. The deliver events are in
 //! `deliver.rs`.
+//!
+//! Above the engine's state and the vocabulary; never the cache path or the
+//! transaction, which call these. What the events share (turning a module's decision
+//! into a reply or an error, the body stage) is in `decision.rs` and `stage.rs`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{self, HeaderValue};
-use http::{request, response, Request, Response, StatusCode};
+use http::{request, response, Request};
 use weir_api::{BodyChunk, Event, Reply};
 
 use crate::body::{ProxyBody, RequestBody};
+use crate::engine::Engine;
 use crate::error::ProxyError;
-use crate::metrics::ErrorKind;
-use crate::modules::{call, run_event, Hook, ModTxn};
-use crate::service::Engine;
+use crate::modules::{call, run_event, ModTxn};
+use crate::record::TxnSlot;
 
-mod budget;
+pub(crate) mod budget;
+mod decision;
+mod stage;
 mod whole;
 
-pub(crate) use budget::{HeldBudget, Room};
+pub(crate) use budget::HeldBudget;
+pub(crate) use decision::{decide, failed, fix_framing, module_failed_in_body};
+pub(crate) use stage::BodyStage;
 pub(crate) use whole::{
-    hook_request_body, whole_request, whole_response, BodySource, RequestSlot, Whole, WholeRequest,
+    hook_request_body, whole_request, whole_response, RequestSlot, Whole, WholeRequest,
 };
-
-/// A transaction's module context, shared by the handler and the body it sends (the
-/// deliver-body events run as the body streams; the log event when it ends).
-pub(crate) type TxnSlot = Arc<Mutex<Option<ModTxn>>>;
-
-pub(crate) fn failed(module: String) -> ProxyError {
-    ProxyError::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        ErrorKind::ModuleFailed,
-        format!("module `{module}` failed while handling this request"),
-    )
-    .with_detail(crate::cached::MODULE_ERROR)
-}
-
-/// A module's reply stays boxed on its way out: the result of every event is then
-/// small, which is what a hit pays for.
-#[inline]
-pub(crate) fn decide(hook: Hook) -> Result<Option<Box<Reply>>, ProxyError> {
-    match hook {
-        Hook::Continue => Ok(None),
-        Hook::Respond(reply) => Ok(Some(reply)),
-        Hook::Failed(module) => Err(failed(module)),
-    }
-}
 
 /// The request head is complete.
 pub(crate) async fn request_headers(
@@ -72,7 +55,7 @@ pub(crate) async fn request_headers(
 /// cost more than calling the modules.
 macro_rules! cache_lookup {
     ($engine:expr, $txn:expr, $lookup:expr) => {{
-        let engine: &$crate::service::Engine = $engine;
+        let engine: &$crate::engine::Engine = $engine;
         let mut lookup: weir_api::CacheLookup = $lookup;
         match $txn {
             Some($crate::modules::ModTxn { chain, txn })
@@ -144,139 +127,6 @@ pub(crate) async fn response_headers(
         fix_framing(&mut head.headers);
     }
     Ok(decided)
-}
-
-/// After a module changed (or may change) a body's length.
-pub(crate) fn fix_framing(headers: &mut http::HeaderMap) {
-    headers.remove(header::CONTENT_LENGTH);
-    if let Some(etag) = headers.get(header::ETAG) {
-        if !etag.as_bytes().starts_with(b"W/") {
-            let mut weak = b"W/".to_vec();
-            weak.extend_from_slice(etag.as_bytes());
-            if let Ok(v) = HeaderValue::from_bytes(&weak) {
-                headers.insert(header::ETAG, v);
-            }
-        }
-    }
-}
-
-/// Runs the modules of each of `events` that the chain wants on one chunk, in order;
-/// `Err` when a module that is not optional failed (the body is then cut).
-pub(crate) async fn body_events(
-    engine: &Engine,
-    m: &mut ModTxn,
-    events: &[Event],
-    chunk: &mut BodyChunk,
-) -> Result<(), ()> {
-    let ModTxn { chain, txn } = m;
-    for &event in events {
-        if !chain.wants(event) {
-            continue;
-        }
-        let callback = match event {
-            Event::DeliverBody => call::deliver_body,
-            Event::RequestBody => call::request_body,
-            _ => call::response_body,
-        };
-        match run_event!(chain, event, txn, chunk, callback, &engine.metrics) {
-            Hook::Continue => {}
-            // A body event cannot replace the response any more; treat it as a failure.
-            Hook::Respond(_) | Hook::Failed(_) => return Err(()),
-        }
-    }
-    Ok(())
-}
-
-/// The body events of one body, chunk by chunk, or, when a module asked for it, the
-/// whole body at once (up to a limit, past which it passes through unchanged).
-pub(crate) struct BodyStage {
-    limit: u64,
-    mode: StageMode,
-    held: bytes::BytesMut,
-    /// What `held` takes of `[limits] module_body_total`.
-    room: Room,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum StageMode {
-    Undecided,
-    Chunks,
-    Whole,
-    Unchanged,
-}
-
-impl BodyStage {
-    pub fn new(limit: u64) -> BodyStage {
-        BodyStage {
-            limit,
-            mode: StageMode::Undecided,
-            held: bytes::BytesMut::new(),
-            room: Room::default(),
-        }
-    }
-
-    /// A stage whose mode is known now (the transaction's declarations are about to
-    /// be reset for the next body).
-    pub fn decided(limit: u64, whole: bool) -> BodyStage {
-        BodyStage {
-            mode: if whole {
-                StageMode::Whole
-            } else {
-                StageMode::Chunks
-            },
-            ..BodyStage::new(limit)
-        }
-    }
-
-    /// Runs `events` on the next piece of body (`last`: nothing follows) and returns
-    /// the bytes to pass on, possibly none. `Err` when a module failed.
-    pub async fn feed(
-        &mut self,
-        engine: &Engine,
-        m: &mut ModTxn,
-        events: &[Event],
-        data: Bytes,
-        last: bool,
-    ) -> Result<Bytes, ()> {
-        if self.mode == StageMode::Undecided {
-            self.mode = if m.txn.wants_whole_body() {
-                StageMode::Whole
-            } else {
-                StageMode::Chunks
-            };
-        }
-        let mut chunk = match self.mode {
-            StageMode::Unchanged => return Ok(data),
-            StageMode::Chunks | StageMode::Undecided => BodyChunk { data, last },
-            StageMode::Whole => {
-                let total = (self.held.len() + data.len()) as u64;
-                if !engine
-                    .held
-                    .admits(&mut self.room, total, self.limit, &engine.metrics)
-                {
-                    // Too large to hand over whole, or no room left to hold it: the
-                    // module never sees this body.
-                    self.mode = StageMode::Unchanged;
-                    self.room = Room::default();
-                    let mut out = std::mem::take(&mut self.held);
-                    out.extend_from_slice(&data);
-                    return Ok(out.freeze());
-                }
-                self.held.extend_from_slice(&data);
-                if !last {
-                    return Ok(Bytes::new());
-                }
-                BodyChunk {
-                    data: std::mem::take(&mut self.held).freeze(),
-                    last: true,
-                }
-            }
-        };
-        body_events(engine, m, events, &mut chunk).await?;
-        // The modules have had the whole body: its room is given back.
-        self.room = Room::default();
-        Ok(chunk.data)
-    }
 }
 
 /// `body` with the body events' modules applied to each chunk as it streams, using
@@ -371,23 +221,4 @@ pub(crate) fn hook_body(
         }
     });
     ProxyBody::stream(Box::pin(stream))
-}
-
-/// The error when a module fails on a body that was not sent yet.
-pub(crate) fn module_failed_in_body() -> ProxyError {
-    ProxyError::new(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        ErrorKind::ModuleFailed,
-        "a module failed while transforming the body",
-    )
-    .with_detail(crate::cached::MODULE_ERROR)
-}
-
-/// The response a module made.
-pub(crate) fn reply_response(reply: Reply) -> Response<ProxyBody> {
-    let mut response = Response::new(ProxyBody::full(reply.body));
-    *response.status_mut() = reply.status;
-    *response.headers_mut() = reply.headers;
-    response.headers_mut().remove(header::CONTENT_LENGTH);
-    response
 }

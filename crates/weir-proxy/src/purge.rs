@@ -8,10 +8,13 @@ use http::header::HeaderValue;
 use http::{Method, StatusCode};
 use weir_cache::{Cache, Coalescer, Invalidation};
 
-use crate::cached::FlightHead;
+use crate::conn::ConnInfo;
+use crate::engine::Engine;
 use crate::error::ProxyError;
+use crate::flight::FlightHead;
 use crate::metrics::CacheOutcome;
-use crate::service::{ConnInfo, Engine, Served, Target};
+use crate::served::Served;
+use crate::target::Target;
 
 /// Whether `method` is PURGE (methods are case-sensitive, RFC 9110 §9.1).
 pub(crate) fn is_purge(method: &Method) -> bool {

@@ -8,9 +8,11 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use crate::body::ProxyBody;
+use crate::conn::ConnInfo;
+use crate::engine::Engine;
 use crate::error::ProxyError;
 use crate::metrics::{CacheOutcome, ErrorKind};
-use crate::service::{ConnInfo, Engine, Served};
+use crate::served::Served;
 use crate::upstream::OriginAddr;
 
 pub(crate) async fn connect(

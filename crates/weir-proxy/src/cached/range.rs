@@ -15,12 +15,14 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Response, StatusCode};
 use weir_cache::{CacheKey, CachedObject, Lookup, StoragePolicy};
 
-use super::fill::fetch_in_background;
-use super::{serve_object, strip_body, HIT};
+use super::fill::{fetch_in_background, strip_body};
+use super::hit::{serve_object, HIT};
 use crate::body::ProxyBody;
+use crate::engine::Engine;
 use crate::metrics::CacheOutcome;
 use crate::modules::ModTxn;
-use crate::service::{Engine, Served, Target};
+use crate::served::Served;
+use crate::target::Target;
 
 /// A GET with one `Range` header, which a stored copy may answer.
 pub(crate) fn is_range_candidate(parts: &request::Parts) -> bool {

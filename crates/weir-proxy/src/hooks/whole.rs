@@ -3,9 +3,7 @@
 //! client's body as it streams to the origin.
 
 use std::collections::VecDeque;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
@@ -13,61 +11,13 @@ use http::{request, response};
 use http_body::Body as _;
 use weir_api::{BodyChunk, Event, Reply, WholeBody};
 
-use super::{decide, BodyStage, Room};
-use crate::body::{BoxError, ClientIncoming, ProxyBody, RequestBody};
+use super::budget::Room;
+use super::decision::{decide, failed, fix_framing};
+use super::stage::BodyStage;
+use crate::body::{BodySource, BoxError, ClientIncoming, RequestBody};
+use crate::engine::Engine;
 use crate::error::ProxyError;
 use crate::modules::{call, run_event, ModTxn};
-use crate::service::Engine;
-use crate::upstream::UpstreamBody;
-
-/// Something a body can be read from, chunk by chunk (trailers skipped).
-pub(crate) trait BodySource: Send {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>>;
-}
-
-impl BodySource for UpstreamBody {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
-        self.poll_data(cx)
-    }
-}
-
-impl BodySource for ProxyBody {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
-        poll_data_frames(Pin::new(self), cx)
-    }
-}
-
-impl BodySource for ClientIncoming {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
-        poll_data_frames(Pin::new(self), cx)
-    }
-}
-
-impl BodySource for RequestBody {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
-        poll_data_frames(Pin::new(self), cx)
-    }
-}
-
-fn poll_data_frames<B>(
-    mut body: Pin<&mut B>,
-    cx: &mut Context<'_>,
-) -> Poll<Option<Result<Bytes, B::Error>>>
-where
-    B: http_body::Body<Data = Bytes>,
-{
-    loop {
-        return match body.as_mut().poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                Ok(data) => Poll::Ready(Some(Ok(data))),
-                Err(_) => continue,
-            },
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        };
-    }
-}
 
 /// A body read for a whole-message event: all of it, or its first bytes past the
 /// limit (the rest is still in the source).
@@ -148,7 +98,7 @@ pub(crate) enum WholeRequest {
 /// Sets the framing of a body a whole-message event changed: its exact length, and a
 /// weak ETag (the bytes are no longer the ones the origin tagged).
 fn body_changed(headers: &mut HeaderMap, len: usize, length_may_change_later: bool) {
-    super::fix_framing(headers);
+    fix_framing(headers);
     headers.remove(header::TRANSFER_ENCODING);
     if !length_may_change_later {
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
@@ -195,7 +145,7 @@ pub(crate) async fn whole_response(
         .choose(Event::WholeResponse, txn, &engine.metrics, |module, txn| {
             module.wants_whole_response(txn, head)
         })
-        .map_err(super::failed)?;
+        .map_err(failed)?;
     if chosen.is_empty() {
         return Ok(Whole::NotWanted);
     }
@@ -251,7 +201,7 @@ pub(crate) async fn whole_request(
         .choose(Event::WholeRequest, txn, &engine.metrics, |module, txn| {
             module.wants_whole_request(txn, head)
         })
-        .map_err(super::failed)?;
+        .map_err(failed)?;
     if chosen.is_empty() {
         return Ok(WholeRequest::NotWanted(body));
     }
@@ -260,12 +210,12 @@ pub(crate) async fn whole_request(
     let collected = if has_body {
         collect(engine, &mut body, limit)
             .await
-            .map_err(|e| crate::service::client_body_error(&*e))?
+            .map_err(|e| crate::error::client_body_error(&*e))?
     } else {
         Collected::new(Bytes::new(), true)
     };
     if !collected.complete && collected.data.len() as u64 > max_body {
-        return Err(crate::service::body_too_large(max_body));
+        return Err(crate::error::body_too_large(max_body));
     }
     let empty = http::Request::new(()).into_parts().0;
     let (reply, whole) = run_whole(

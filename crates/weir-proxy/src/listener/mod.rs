@@ -13,9 +13,7 @@ pub(crate) mod transparent;
 use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -23,17 +21,8 @@ use tokio::net::TcpStream;
 use crate::metrics::{Metrics, Refusal};
 use proxy_protocol::Prefixed;
 
-/// How a listener's connections are set up before HTTP.
-pub(crate) struct Setup {
-    /// Read a PROXY header first.
-    pub proxy_protocol: bool,
-    /// Terminate TLS with these certificates.
-    pub tls: Option<Arc<tls::TlsListener>>,
-    /// Look up the original destination (transparent listeners).
-    pub transparent: bool,
-    /// Bound on the PROXY header and the TLS handshake together.
-    pub handshake_timeout: Duration,
-}
+// A fact of the listener (the transaction reads it too), defined with the others.
+pub(crate) use crate::conn::Setup;
 
 /// A connection ready for HTTP.
 pub(crate) struct Established {

@@ -1,28 +1,20 @@
 //! The HTTP/1.1 keep-alive pool of one origin (the "blocking" dispatcher: one request
-//! per connection at a time), bounded in size, with idle timeouts.
+//! per connection at a time), bounded in size, with idle timeouts: taking a connection,
+//! opening one, giving it back. The pool's own data is in `h1_pool.rs`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
-use tokio::sync::Notify;
 
-use super::tls::{self, Alpn, Negotiated};
-use super::{Origin, Upstream, UpstreamError};
-use crate::body::RequestBody;
-
-/// One origin's HTTP/1.1 connections.
-pub(super) struct Pool {
-    idle: Mutex<Vec<(http1::SendRequest<RequestBody>, Instant)>>,
-    /// Connections open (busy or idle).
-    open: AtomicUsize,
-    /// Signalled when a connection goes idle or closes: a waiting request may proceed.
-    available: Notify,
-    max_idle: usize,
-}
+use super::connect::{connect, BoxIo, Negotiated};
+use super::error::UpstreamError;
+use super::origins::{Origin, Upstream};
+use super::tls::Alpn;
+use crate::body::request::RequestBody;
 
 /// A connection taken from the pool for one request.
 pub(super) struct PooledConn {
@@ -62,28 +54,6 @@ impl PooledConn {
                 });
             }
         }
-    }
-}
-
-impl Pool {
-    pub(super) fn new(max_idle: usize) -> Pool {
-        Pool {
-            idle: Mutex::new(Vec::new()),
-            open: AtomicUsize::new(0),
-            available: Notify::new(),
-            max_idle,
-        }
-    }
-
-    /// Closes idle connections older than `timeout`.
-    pub(super) fn close_expired_idle(&self, timeout: Duration) {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.retain(|(s, since)| !s.is_closed() && since.elapsed() < timeout);
-    }
-
-    fn connection_gone(&self) {
-        self.open.fetch_sub(1, Ordering::AcqRel);
-        self.available.notify_one();
     }
 }
 
@@ -143,7 +113,7 @@ pub(super) async fn connect_reserved(
     origin: &Arc<Origin>,
 ) -> Result<PooledConn, UpstreamError> {
     let opened = tokio::time::timeout(up.connect_timeout, async {
-        let (io, negotiated) = tls::connect(origin, Alpn::Http1).await?;
+        let (io, negotiated) = connect(origin, Alpn::Http1).await?;
         if negotiated == Negotiated::Http2 {
             return Err(UpstreamError::Protocol(format!(
                 "{} chose HTTP/2 although Weir offered HTTP/1.1 only",
@@ -178,7 +148,7 @@ const UPSTREAM_READ_BUFFER: usize = 64 << 10;
 pub(super) async fn handshake(
     up: &Upstream,
     origin: &Arc<Origin>,
-    io: tls::BoxIo,
+    io: BoxIo,
 ) -> Result<PooledConn, UpstreamError> {
     let (sender, conn) = http1::Builder::new()
         // hyper grows a connection's read buffer to about 400 KiB for large bodies and

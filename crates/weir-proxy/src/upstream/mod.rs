@@ -1,158 +1,45 @@
 //! Connections to origins, one set per origin (scheme, host and port), shared by all
 //! workers: an HTTP/1.1 keep-alive pool (`h1.rs`, one request per connection at a
 //! time) and HTTP/2 connections carrying many requests each (`h2.rs`), over TCP or TLS
-//! (`tls.rs`). Each origin's `[[origin]]` section chooses the protocol.
+//! (`connect.rs`, `tls.rs`). Each origin's `[[origin]]` section chooses the protocol.
+//!
+//! Here: how a request is dispatched to an origin. Bottom to top: the names
+//! (`origin_addr.rs`, `error.rs`), TLS settings and the pools' data (`tls.rs`,
+//! `h1_pool.rs`, `h2_pool.rs`), the shared state (`origins.rs`), opening connections
+//! (`connect.rs`), the senders (`h1.rs`, `h2.rs`), the response body (`body.rs`).
 
+mod body;
+mod connect;
+mod error;
 mod h1;
+mod h1_pool;
 mod h2;
+mod h2_pool;
+mod origin_addr;
+mod origins;
 mod owned;
 mod tls;
 
 use std::collections::HashMap;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::{Request, Response};
-use http_body::{Body, SizeHint};
-use hyper::body::Incoming;
+use http_body::Body;
 
-use crate::body::{BoxError, RequestBody};
-use crate::config::{OriginConfig, OriginProtocol, OriginUrl, TimeoutsConfig, UpstreamConfig};
+use crate::body::request::RequestBody;
+use crate::config::{OriginConfig, OriginProtocol, TimeoutsConfig, UpstreamConfig};
 use crate::metrics::Metrics;
-use tls::TlsConfigs;
+use connect::Negotiated;
+use origins::{Configured, Dispatch, Origin, HTTP1, HTTP2, UNKNOWN};
+use tls::{Alpn, TlsConfigs};
 
-/// Where a request goes: scheme, host and port.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct OriginAddr {
-    /// `https://`: TLS.
-    pub tls: bool,
-    pub host: String,
-    pub port: u16,
-}
-
-impl OriginAddr {
-    /// An `http://` origin.
-    pub(crate) fn http(host: impl Into<String>, port: u16) -> OriginAddr {
-        OriginAddr {
-            tls: false,
-            host: host.into(),
-            port,
-        }
-    }
-
-    pub(crate) fn from_url(url: &OriginUrl) -> OriginAddr {
-        OriginAddr {
-            tls: url.tls,
-            host: url.host.clone(),
-            port: url.port,
-        }
-    }
-}
-
-impl std::fmt::Display for OriginAddr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.tls {
-            f.write_str("https://")?;
-        }
-        if self.host.contains(':') {
-            write!(f, "[{}]:{}", self.host, self.port)
-        } else {
-            write!(f, "{}:{}", self.host, self.port)
-        }
-    }
-}
-
-/// Why a request to an origin failed.
-#[derive(Debug, Clone)]
-pub(crate) enum UpstreamError {
-    /// Could not connect (DNS, refused, connect timeout).
-    Connect(String),
-    /// The TLS handshake failed (certificate not trusted or not for this name, no
-    /// common protocol), or TLS could not be set up for this origin.
-    Tls(String),
-    /// No response header within `[timeouts] origin_response`.
-    Timeout,
-    /// The client's body went over the limit while it was being forwarded.
-    BodyTooLarge,
-    /// The client paused too long while its body was being forwarded.
-    ClientTimeout(std::time::Duration),
-    /// The origin broke the protocol, closed the connection or reset the stream.
-    Protocol(String),
-}
-
-/// All origins' connections.
-pub(crate) struct Upstream {
-    origins: Mutex<HashMap<OriginAddr, Arc<Origin>>>,
-    /// `[[origin]]` sections, by origin.
-    configured: HashMap<OriginAddr, Configured>,
-    /// TLS trusting the system's roots, read once, for `https://` origins without a
-    /// `ca_file`.
-    system_tls: OnceLock<Result<Arc<TlsConfigs>, String>>,
-    settings: UpstreamConfig,
-    connect_timeout: Duration,
-    response_timeout: Duration,
-    /// `[timeouts] origin_body_idle`.
-    body_idle: Duration,
-    metrics: Arc<Metrics>,
-}
-
-struct Configured {
-    protocol: OriginProtocol,
-    /// `None`: the system's roots.
-    tls: Option<Arc<TlsConfigs>>,
-}
-
-/// One origin: its settings and its connections.
-pub(super) struct Origin {
-    addr: OriginAddr,
-    protocol: OriginProtocol,
-    /// `https://` origins: the TLS settings, or why there are none.
-    tls: Option<Result<Arc<TlsConfigs>, String>>,
-    /// What an `auto` origin over TLS chose by ALPN: [`UNKNOWN`], [`HTTP1`] or [`HTTP2`].
-    learned: AtomicU8,
-    /// One connection at a time finds out what an `auto` origin speaks.
-    probe: tokio::sync::Mutex<()>,
-    h1: h1::Pool,
-    h2: h2::Pool,
-}
-
-const UNKNOWN: u8 = 0;
-const HTTP1: u8 = 1;
-const HTTP2: u8 = 2;
-
-/// How a request is sent.
-enum Dispatch {
-    Http1,
-    Http2,
-    /// An `auto` origin over TLS whose choice is not known yet.
-    Probe,
-}
-
-impl Origin {
-    fn dispatch(&self) -> Dispatch {
-        match (self.tls.is_some(), self.protocol) {
-            (_, OriginProtocol::Http1) | (false, OriginProtocol::Auto) => Dispatch::Http1,
-            (_, OriginProtocol::Http2) => Dispatch::Http2,
-            (true, OriginProtocol::Auto) => match self.learned.load(Ordering::Acquire) {
-                HTTP1 => Dispatch::Http1,
-                HTTP2 => Dispatch::Http2,
-                _ => Dispatch::Probe,
-            },
-        }
-    }
-
-    /// After a failed connection, an `auto` origin's protocol is found out again: the
-    /// origin may have changed what it offers.
-    fn forget_protocol_after(&self, e: &UpstreamError) {
-        if self.protocol == OriginProtocol::Auto && matches!(e, UpstreamError::Tls(_)) {
-            self.learned.store(UNKNOWN, Ordering::Release);
-        }
-    }
-}
+pub(crate) use body::UpstreamBody;
+use body::{Hold, IdleLimit};
+pub(crate) use error::UpstreamError;
+pub(crate) use origin_addr::OriginAddr;
+pub(crate) use origins::Upstream;
 
 impl Upstream {
     /// The pools, with the `[[origin]]` sections' settings. Fails when a `ca_file`
@@ -258,8 +145,8 @@ impl Upstream {
             tls,
             learned: AtomicU8::new(UNKNOWN),
             probe: tokio::sync::Mutex::new(()),
-            h1: h1::Pool::new(self.settings.max_idle_per_origin),
-            h2: h2::Pool::default(),
+            h1: h1_pool::Pool::new(self.settings.max_idle_per_origin),
+            h2: h2_pool::Pool::default(),
         });
         origins.insert(addr.clone(), o.clone());
         o
@@ -312,8 +199,8 @@ impl Upstream {
             return Ok(None);
         }
         let found = tokio::time::timeout(self.connect_timeout, async {
-            let (io, negotiated) = tls::connect(origin, tls::Alpn::Both).await?;
-            if negotiated == tls::Negotiated::Http2 {
+            let (io, negotiated) = connect::connect(origin, Alpn::Both).await?;
+            if negotiated == Negotiated::Http2 {
                 h2::adopt(self, origin, io).await?;
                 return Ok((HTTP2, None));
             }
@@ -427,12 +314,12 @@ impl Upstream {
                         return Err(classify(error));
                     }
                     if let Some(unsent) = unsent {
-                        h2::retire(&slot);
+                        h2_pool::retire(&slot);
                         request = unsent;
                     } else if let Some(copy) =
                         copy.filter(|_| h2::refused_unprocessed(&error, &method))
                     {
-                        h2::retire(&slot);
+                        h2_pool::retire(&slot);
                         request = copy;
                     } else {
                         return Err(classify(error));
@@ -448,125 +335,13 @@ fn classify(e: hyper::Error) -> UpstreamError {
     use std::error::Error as _;
     let mut source = e.source();
     while let Some(s) = source {
-        if s.is::<crate::body::BodyTooLarge>() {
+        if s.is::<crate::body::request::BodyTooLarge>() {
             return UpstreamError::BodyTooLarge;
         }
-        if let Some(t) = s.downcast_ref::<crate::body::ClientBodyTimeout>() {
+        if let Some(t) = s.downcast_ref::<crate::body::request::ClientBodyTimeout>() {
             return UpstreamError::ClientTimeout(t.0);
         }
         source = s.source();
     }
     UpstreamError::Protocol(e.to_string())
-}
-
-/// What an origin's response body holds on to until it ends.
-enum Hold {
-    None,
-    /// The HTTP/1.1 connection, back to the pool at the end.
-    Http1(h1::PooledConn),
-    /// The HTTP/2 stream's place on its connection, given back when dropped.
-    Http2 {
-        _slot: h2::StreamSlot,
-    },
-}
-
-/// An origin's response body. Its connection (HTTP/1.1) goes back to the pool, or its
-/// stream (HTTP/2) is counted as done, when it ends.
-pub(crate) struct UpstreamBody {
-    inner: Incoming,
-    hold: Hold,
-    idle: IdleLimit,
-}
-
-/// The longest an origin may leave a body without new data. The timer is made the
-/// first time the body has nothing ready, so a body that arrives at once costs none.
-struct IdleLimit {
-    limit: Duration,
-    timer: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl IdleLimit {
-    fn new(limit: Duration) -> IdleLimit {
-        IdleLimit { limit, timer: None }
-    }
-
-    /// Data arrived: the limit starts again.
-    fn data(&mut self) {
-        if let Some(t) = self.timer.as_mut() {
-            t.as_mut().reset(tokio::time::Instant::now() + self.limit);
-        }
-    }
-
-    /// Nothing is ready: whether the limit has passed (registering `cx` if not).
-    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
-        let limit = self.limit;
-        let timer = self
-            .timer
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        std::future::Future::poll(timer.as_mut(), cx).is_ready()
-    }
-}
-
-impl UpstreamBody {
-    fn release(&mut self) {
-        match std::mem::replace(&mut self.hold, Hold::None) {
-            Hold::Http1(c) => c.release_when_ready(),
-            Hold::Http2 { .. } | Hold::None => {}
-        }
-    }
-
-    pub(crate) fn poll_data(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Bytes, BoxError>>> {
-        loop {
-            match Pin::new(&mut self.inner).poll_frame(cx) {
-                Poll::Pending => {
-                    if !self.idle.expired(cx) {
-                        return Poll::Pending;
-                    }
-                    // A connection in the middle of a body is not reused.
-                    self.hold = Hold::None;
-                    return Poll::Ready(Some(Err(format!(
-                        "the origin sent no body data for {:?} ([timeouts] origin_body_idle)",
-                        self.idle.limit
-                    )
-                    .into())));
-                }
-                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(data) => {
-                        self.idle.data();
-                        // The consumer may stop polling once it has the declared length.
-                        if self.inner.is_end_stream() {
-                            self.release();
-                        }
-                        return Poll::Ready(Some(Ok(owned::chunk(data))));
-                    }
-                    Err(_trailers) => continue,
-                },
-                Poll::Ready(Some(Err(e))) => {
-                    // An HTTP/1.1 connection in an unknown state is not reused.
-                    self.hold = Hold::None;
-                    return Poll::Ready(Some(Err(Box::new(e))));
-                }
-                Poll::Ready(None) => {
-                    self.release();
-                    return Poll::Ready(None);
-                }
-            }
-        }
-    }
-
-    /// The next chunk; `None` at the end.
-    pub(crate) async fn next_chunk(&mut self) -> Option<Result<Bytes, BoxError>> {
-        std::future::poll_fn(|cx| self.poll_data(cx)).await
-    }
-
-    pub(crate) fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    pub(crate) fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
 }

@@ -1,35 +1,40 @@
 //! What is recorded of a transaction: the request details the access log needs, and
 //! the record completed (counted, logged, the modules' log event) when the response
-//! body ends or the client goes away.
+//! body ends or the client goes away. Above the engine's state (a record holds the
+//! engine to count and log); below the response body that completes it.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
 use http::header::{self, HeaderValue};
 use http::{Method, Request};
 use hyper::body::Incoming;
 
-use super::Engine;
 use crate::access_log::LogRecord;
 use crate::config::ListenMode;
+use crate::engine::Engine;
 use crate::metrics::{CacheOutcome, ErrorKind};
 use crate::modules::ModTxn;
 
+/// A transaction's module context, shared by the handler and the body it sends (the
+/// deliver-body events run as the body streams; the log event when it ends).
+pub(crate) type TxnSlot = Arc<Mutex<Option<ModTxn>>>;
+
 /// Request details kept for the access log (only when it is on).
 pub(crate) struct LogInfo {
-    pub(super) start: SystemTime,
-    pub(super) method: String,
-    pub(super) url: String,
-    pub(super) version: http::Version,
-    pub(super) upstream: Option<String>,
-    pub(super) content_type: Option<String>,
-    pub(super) user_agent: Option<String>,
-    pub(super) referer: Option<String>,
+    pub(crate) start: SystemTime,
+    pub(crate) method: String,
+    pub(crate) url: String,
+    pub(crate) version: http::Version,
+    pub(crate) upstream: Option<String>,
+    pub(crate) content_type: Option<String>,
+    pub(crate) user_agent: Option<String>,
+    pub(crate) referer: Option<String>,
 }
 
 impl LogInfo {
-    pub(super) fn new(req: &Request<Incoming>, https: bool) -> LogInfo {
+    pub(crate) fn new(req: &Request<Incoming>, https: bool) -> LogInfo {
         let header = |name| {
             req.headers()
                 .get(name)
@@ -69,22 +74,22 @@ fn log_url(req: &Request<Incoming>, https: bool) -> String {
 
 /// A transaction in progress, completed when its response body ends or is dropped.
 pub(crate) struct TxnRecord {
-    pub(super) engine: Arc<Engine>,
-    pub(super) mode: ListenMode,
-    pub(super) client: SocketAddr,
-    pub(super) outcome: CacheOutcome,
-    pub(super) status: u16,
-    pub(super) start: Instant,
-    pub(super) bytes_in: u64,
-    pub(super) log: Option<Box<LogInfo>>,
+    pub(crate) engine: Arc<Engine>,
+    pub(crate) mode: ListenMode,
+    pub(crate) client: SocketAddr,
+    pub(crate) outcome: CacheOutcome,
+    pub(crate) status: u16,
+    pub(crate) start: Instant,
+    pub(crate) bytes_in: u64,
+    pub(crate) log: Option<Box<LogInfo>>,
     /// The whole body was sent.
     pub completed: bool,
     /// The body failed mid-way (origin cut it).
     pub body_failed: bool,
     /// The modules' view of the transaction, for the log event.
-    pub(super) txn: Option<ModTxn>,
+    pub(crate) txn: Option<ModTxn>,
     /// Where it went while body events stream (see `deliver`).
-    pub(super) shared: Option<crate::hooks::TxnSlot>,
+    pub(crate) shared: Option<TxnSlot>,
 }
 
 impl TxnRecord {

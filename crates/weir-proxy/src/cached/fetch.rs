@@ -1,0 +1,430 @@
+//! One origin fetch feeding a flight: a miss or a validation, its modules, storing
+//! the response (or a refreshed copy), and serving a stale copy when the origin fails.
+//! Started by `fill.rs`; uses the module calls, forwarding's `upstream_error`, the
+//! keeper (`keep.rs`) and the engine's state.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{request, StatusCode};
+use weir_cache::{Adapted, CacheKey, CachedObject, OriginFields, StaleUse, StoragePolicy};
+
+use super::keep::Keeper;
+use crate::body::RequestBody;
+use crate::engine::Engine;
+use crate::error::ProxyError;
+use crate::flight::{FetchedHead, FlightHead, FlightOutcome, ProxyErrorParts};
+use crate::forward::upstream_error;
+use crate::headers;
+use crate::hooks;
+use crate::metrics::{CacheOutcome, ErrorKind};
+use crate::modules::ModTxn;
+use crate::upstream::OriginAddr;
+use weir_api::{Event, Reply};
+
+/// One origin fetch feeding a flight.
+pub(super) struct Fetch {
+    pub(super) engine: Arc<Engine>,
+    pub(super) txn: Option<ModTxn>,
+    pub(super) key: CacheKey,
+    pub(super) flight: Arc<weir_cache::Flight<FlightHead>>,
+    /// The leader's request, for the storage policy and the variant key.
+    pub(super) request: request::Parts,
+    pub(super) origin: OriginAddr,
+    pub(super) stale: Option<Arc<CachedObject>>,
+    pub(super) ticket: weir_cache::Ticket,
+}
+
+impl Fetch {
+    pub(super) async fn run(mut self, req: http::Request<RequestBody>) {
+        let engine = self.engine.clone();
+        let engine = &engine;
+        let req = match hooks::upstream_request(engine, self.txn.as_mut(), req).await {
+            Ok(Ok(req)) => req,
+            Ok(Err(reply)) => return self.publish_reply(reply).await,
+            Err(e) => return self.fail(e),
+        };
+        let sent = tokio::select! {
+            r = engine.upstream.send(&self.origin, req) => r,
+            _ = self.flight.abandoned() => return self.end(false),
+        };
+        let response = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                let e = upstream_error(&self.origin, e, engine.limits.max_request_body.0);
+                if let Some(kind) = e.kind {
+                    engine.metrics.error(kind);
+                }
+                if let Some(stale) = self.usable_on_error() {
+                    return self.serve_stale(&stale, None).await;
+                }
+                self.flight
+                    .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
+                        status: e.status,
+                        reason: e.reason,
+                        detail: None,
+                    })));
+                return self.end(false);
+            }
+        };
+        let now = SystemTime::now();
+        let (mut parts, mut body) = response.into_parts();
+        if parts.status == StatusCode::NOT_MODIFIED {
+            if let Some(stale) = &self.stale {
+                let heuristic = engine.cache.settings().heuristic_fraction;
+                if let Some(refreshed) = stale.refreshed(&self.request, &parts, now, heuristic) {
+                    return self.refreshed(refreshed, now).await;
+                }
+            }
+            // Weir removed the client's own conditions, so a 304 that is not about the
+            // stored copy answers nothing the client asked; never pass it on.
+            engine.cache.invalidate(&self.key);
+            engine.metrics.error(ErrorKind::OriginProtocol);
+            self.flight
+                .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
+                    status: StatusCode::BAD_GATEWAY,
+                    detail: None,
+                    reason: format!(
+                        "origin {} answered 304 for a different representation",
+                        self.origin
+                    ),
+                })));
+            return self.end(false);
+        }
+        if is_server_error(parts.status) {
+            if let Some(stale) = self.usable_on_error() {
+                drop(body);
+                return self.serve_stale(&stale, Some(parts.status)).await;
+            }
+        }
+        headers::remove_hop_by_hop(&mut parts.headers);
+        headers::append_via(&mut parts.headers, parts.version);
+        parts.version = http::Version::HTTP_11;
+        // What modules change in the head is stored; the origin's own fields are kept
+        // beside it, so that a 304 validates and refreshes the result (weir_cache::Adapted).
+        let origin_fields = self
+            .txn
+            .as_ref()
+            .filter(|t| t.wants(Event::ResponseHeaders) || t.wants(Event::WholeResponse))
+            .map(|_| OriginFields::of(&parts.headers));
+        // Before the policy is computed: what modules change here is what is stored.
+        match hooks::response_headers(
+            engine,
+            self.txn.as_mut(),
+            Event::ResponseHeaders,
+            &mut parts,
+        )
+        .await
+        {
+            Ok(None) => {}
+            Ok(Some(reply)) => return self.publish_reply(reply).await,
+            Err(e) => return self.fail(e),
+        }
+        // The body a whole-response module read before anyone sees the head.
+        let mut collected = None;
+        if let Some(m) = self.txn.as_mut().filter(|m| m.wants(Event::WholeResponse)) {
+            let whole = tokio::select! {
+                w = hooks::whole_response(engine, m, &mut parts, &mut body) => w,
+                _ = self.flight.abandoned() => return self.end(false),
+            };
+            match whole {
+                Ok(hooks::Whole::Body(read)) => collected = Some(read),
+                Ok(hooks::Whole::Reply(reply)) => return self.publish_reply(reply).await,
+                Ok(hooks::Whole::NotWanted) => {}
+                Ok(hooks::Whole::Unreadable(_)) => {
+                    let reason = format!("origin {} failed while sending the body", self.origin);
+                    return self.fail(ProxyError::bad_gateway(reason));
+                }
+                Err(e) => return self.fail(e),
+            }
+        }
+        let max_object = engine.cache.settings().max_object_bytes;
+        let mut policy = StoragePolicy::new(
+            &self.request,
+            &parts,
+            now,
+            engine.cache.settings().heuristic_fraction,
+        );
+        if let Some(ttl) = self.txn.as_ref().and_then(|t| t.txn.cache_overrides().ttl) {
+            policy = policy.with_time_to_live(now, ttl);
+        }
+        let declared_too_big =
+            headers::content_length(&parts.headers).is_some_and(|n| n > max_object);
+        // `skip` set by a module in this fill (at response headers or on the whole
+        // response): serve it, do not store it.
+        let skipped = self
+            .txn
+            .as_ref()
+            .is_some_and(|t| t.txn.cache_overrides().skip);
+        let mut storing = policy.is_worth_storing(now)
+            && !skipped
+            && !declared_too_big
+            && parts.status != StatusCode::PARTIAL_CONTENT
+            && !parts
+                .headers
+                .get_all(header::VARY)
+                .iter()
+                .any(|v| v.as_bytes().contains(&b'*'));
+        let outcome = if self.stale.is_some() {
+            CacheOutcome::RefreshModified
+        } else {
+            CacheOutcome::Miss
+        };
+        let cache_status = match (self.stale.is_some(), storing) {
+            (false, true) => HeaderValue::from_static("weir; fwd=miss; stored"),
+            (false, false) => HeaderValue::from_static("weir; fwd=miss"),
+            (true, _) => HeaderValue::from_str(&format!(
+                "weir; fwd=stale; fwd-status={}{}",
+                parts.status.as_u16(),
+                if storing { "; stored" } else { "" }
+            ))
+            .unwrap_or(HeaderValue::from_static("weir; fwd=stale")),
+        };
+        if !storing {
+            self.stop_sharing();
+        }
+        let vary = parts.headers.contains_key(header::VARY).then(|| {
+            let names = weir_cache::vary_names(&parts.headers);
+            let leader = self.key.variant(&names, &self.request.headers);
+            (names, leader)
+        });
+        self.flight
+            .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
+                status: parts.status,
+                headers: parts.headers.clone(),
+                shareable: storing,
+                outcome,
+                cache_status,
+                vary,
+            })));
+        let body_hooks = self
+            .txn
+            .as_ref()
+            .is_some_and(|t| t.wants(Event::ResponseBody));
+        // With a declared length, a client has the whole body as soon as the last
+        // chunk is pushed, and may ask again before this fetch ends: the object is
+        // stored before that chunk goes out, so the next request finds it.
+        // A module that may change the length made the engine drop Content-Length
+        // (hooks::fix_framing), so one still there is the length of what is pushed.
+        let declared = headers::content_length(&parts.headers);
+        let mut keeper = Keeper::new(&engine.cache, declared);
+        let adapted = origin_fields.and_then(|o| o.adapted(&parts.headers));
+        let mut head = Some((parts.status, parts.headers, policy, adapted));
+        let mut stage = hooks::BodyStage::new(engine.limits.module_body.0);
+        let mut ended = false;
+        let mut body_read = false;
+        while !ended {
+            let chunk = match collected.take() {
+                Some(read) => {
+                    body_read = read.complete;
+                    if read.data.is_empty() {
+                        continue;
+                    }
+                    Some(Ok(read.data))
+                }
+                None if body_read => None,
+                None => tokio::select! {
+                    c = body.next_chunk() => c,
+                    _ = self.flight.abandoned() => return self.end(false),
+                },
+            };
+            let chunk = match chunk {
+                None if body_hooks => {
+                    ended = true;
+                    Some(Ok(Bytes::new()))
+                }
+                other => other,
+            };
+            match chunk {
+                None => break,
+                Some(Ok(mut data)) => {
+                    if body_hooks {
+                        if let Some(txn) = self.txn.as_mut() {
+                            match stage
+                                .feed(engine, txn, &[Event::ResponseBody], data, ended)
+                                .await
+                            {
+                                Ok(out) => data = out,
+                                Err(()) => return self.end(false),
+                            }
+                        }
+                        if data.is_empty() {
+                            continue;
+                        }
+                    }
+                    if storing
+                        && !keeper
+                            .before_push(&engine.cache, &self.flight, data.len())
+                            .await
+                    {
+                        storing = false;
+                        self.stop_sharing();
+                    }
+                    if storing && keeper.in_memory() && declared == Some(keeper.received()) {
+                        let body = keeper.finish(&self.flight, Some(data.clone())).await;
+                        self.store(&mut head, body);
+                        storing = false;
+                    }
+                    if !(storing && keeper.to_disk()) {
+                        self.flight.push(data).await;
+                    } else {
+                        self.flight.push(data.clone()).await;
+                        if !keeper.after_push(&self.flight, data).await {
+                            storing = false;
+                            self.stop_sharing();
+                        }
+                    }
+                }
+                // Counted once per client that was reading it (TxnRecord), not here.
+                Some(Err(_)) => return self.end(false),
+            }
+        }
+        if storing {
+            let body = keeper.finish(&self.flight, None).await;
+            self.store(&mut head, body);
+        }
+        self.end(true)
+    }
+
+    /// Stores the response with the body its keeper gathered.
+    fn store(
+        &self,
+        head: &mut Option<(StatusCode, HeaderMap, StoragePolicy, Option<Adapted>)>,
+        body: Option<weir_cache::Body>,
+    ) {
+        let (Some(body), Some((status, headers, policy, adapted))) = (body, head.take()) else {
+            return;
+        };
+        let tags = self
+            .txn
+            .as_ref()
+            .map(|t| t.txn.cache_overrides().tags.clone())
+            .unwrap_or_default();
+        let object = CachedObject::new(status, headers, body, policy)
+            .with_tags(tags)
+            .with_adapted(adapted);
+        self.engine
+            .cache
+            .store(&self.key, &self.request, object, self.ticket);
+    }
+
+    /// The origin confirmed the stale copy: store the refreshed object, serve its body.
+    async fn refreshed(self, object: CachedObject, now: SystemTime) {
+        let object = Arc::new(object);
+        self.engine.cache.store(
+            &self.key,
+            &self.request,
+            CachedObject::clone(&object),
+            self.ticket,
+        );
+        let cache_status = HeaderValue::from_static("weir; fwd=stale; fwd-status=304");
+        self.publish_object(&object, now, CacheOutcome::RefreshUnmodified, cache_status)
+            .await
+    }
+
+    /// The stale copy when the origin failed and the copy may stand in for it.
+    fn usable_on_error(&self) -> Option<Arc<CachedObject>> {
+        let window = self.engine.cache.settings().stale_if_error;
+        let now = SystemTime::now();
+        self.stale
+            .clone()
+            .filter(|o| o.may_serve_stale(&self.request.headers, now, StaleUse::OnError, window))
+    }
+
+    /// Serves the stale copy instead of the origin's failure (stale-if-error).
+    async fn serve_stale(self, object: &CachedObject, origin_status: Option<StatusCode>) {
+        let cache_status = match origin_status {
+            Some(s) => HeaderValue::from_str(&format!(
+                "weir; hit; fwd=stale; fwd-status={}; detail=stale-if-error",
+                s.as_u16()
+            ))
+            .unwrap_or(HeaderValue::from_static("weir; hit; detail=stale-if-error")),
+            None => HeaderValue::from_static("weir; hit; fwd=stale; detail=stale-if-error"),
+        };
+        let now = SystemTime::now();
+        self.publish_object(object, now, CacheOutcome::StaleOnError, cache_status)
+            .await
+    }
+
+    /// Answers the flight's readers from a stored object.
+    async fn publish_object(
+        self,
+        object: &CachedObject,
+        now: SystemTime,
+        outcome: CacheOutcome,
+        cache_status: HeaderValue,
+    ) {
+        // Followers are served this object only if they would have chosen its variant.
+        let vary = (!object.vary.is_empty()).then(|| {
+            let leader = self.key.variant(&object.vary, &self.request.headers);
+            (object.vary.clone(), leader)
+        });
+        self.flight
+            .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
+                status: object.status,
+                headers: object.response_headers(now),
+                shareable: true,
+                outcome,
+                cache_status,
+                vary,
+            })));
+        let mut reader = object.body.reader();
+        while let Some(chunk) = reader.next_chunk().await {
+            match chunk {
+                Ok(c) => self.flight.push(c).await,
+                Err(_) => return self.end(false),
+            }
+        }
+        self.end(true)
+    }
+
+    /// A module answered instead of the origin: serve that, store nothing.
+    async fn publish_reply(self, reply: Box<Reply>) {
+        self.stop_sharing();
+        let mut headers = reply.headers;
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(reply.body.len()));
+        self.flight
+            .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
+                status: reply.status,
+                headers,
+                shareable: false,
+                outcome: CacheOutcome::Bypass,
+                cache_status: HeaderValue::from_static("weir; detail=module"),
+                vary: None,
+            })));
+        if !reply.body.is_empty() {
+            self.flight.push(reply.body).await;
+        }
+        self.end(true)
+    }
+
+    fn fail(self, e: ProxyError) {
+        if let Some(kind) = e.kind {
+            self.engine.metrics.error(kind);
+        }
+        self.flight
+            .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
+                status: e.status,
+                reason: e.reason,
+                detail: e.detail,
+            })));
+        self.end(false)
+    }
+
+    fn stop_sharing(&self) {
+        self.flight.stop_retaining();
+        self.engine.flights.leave(&self.key, &self.flight);
+    }
+
+    fn end(&self, ok: bool) {
+        self.engine.flights.leave(&self.key, &self.flight);
+        self.flight.finish(ok);
+    }
+}
+
+/// Origin answers that `stale-if-error` lets a stale copy replace (RFC 5861 §4).
+fn is_server_error(status: StatusCode) -> bool {
+    matches!(status.as_u16(), 500 | 502 | 503 | 504)
+}

@@ -1,0 +1,51 @@
+//! What a transaction knows of its listener (`ListenerInfo`, with the connection
+//! `Setup` the listener asks of the accept layer) and of its client's connection
+//! (`ConnInfo`). Vocabulary: it names only configuration, routes, the listener's TLS
+//! certificates and the framing guard's report.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::ListenMode;
+use crate::listener::tls::TlsListener;
+use crate::route::Router;
+
+/// What a listener does.
+pub(crate) struct ListenerInfo {
+    pub mode: ListenMode,
+    pub allow: Vec<ipnet::IpNet>,
+    pub connect_ports: Vec<u16>,
+    pub router: Option<Router>,
+    /// Clients that may PURGE (`[cache] purge_from`).
+    pub purge_from: Vec<ipnet::IpNet>,
+    /// What happens before HTTP: PROXY header, TLS, original destination.
+    pub setup: Setup,
+}
+
+/// One client connection.
+pub(crate) struct ConnInfo {
+    /// The client: the peer, or the address a PROXY header gave.
+    pub client: SocketAddr,
+    /// Transparent listeners: where the client meant to connect before the kernel
+    /// redirected it.
+    pub original_dst: Option<SocketAddr>,
+    pub allowed: bool,
+    pub listener: Arc<ListenerInfo>,
+    /// What the framing guard saw on this connection (HTTP/1 only).
+    pub framing: Arc<crate::framing::FramingReport>,
+    /// Requests received so far on this connection (HTTP/1 requests arrive in order).
+    pub requests: std::sync::atomic::AtomicU64,
+}
+
+/// How a listener's connections are set up before HTTP.
+pub(crate) struct Setup {
+    /// Read a PROXY header first.
+    pub proxy_protocol: bool,
+    /// Terminate TLS with these certificates.
+    pub tls: Option<Arc<TlsListener>>,
+    /// Look up the original destination (transparent listeners).
+    pub transparent: bool,
+    /// Bound on the PROXY header and the TLS handshake together.
+    pub handshake_timeout: Duration,
+}

@@ -1,0 +1,38 @@
+//! What every transaction shares (`Engine`): the cache and the fetches in flight, the
+//! upstream pools, metrics, the access log, the limits and the listener's modules.
+//! Above the upstream pools and the vocabulary; below everything that runs a
+//! transaction (the record, module calls, the cache path, the transaction itself).
+
+use std::sync::Arc;
+
+use crate::access_log::AccessLog;
+use crate::config::LimitsConfig;
+use crate::flight::FlightHead;
+use crate::hooks::budget::HeldBudget;
+use crate::metrics::Metrics;
+use crate::modules::ListenerChains;
+use crate::upstream::Upstream;
+
+/// What every transaction shares.
+pub(crate) struct Engine {
+    pub cache: Arc<weir_cache::Cache>,
+    pub flights: Arc<weir_cache::Coalescer<FlightHead>>,
+    pub upstream: Arc<Upstream>,
+    pub metrics: Arc<Metrics>,
+    pub log: Option<Arc<AccessLog>>,
+    pub limits: LimitsConfig,
+    pub connect_timeout: std::time::Duration,
+    /// `[timeouts] client_body_idle`.
+    pub client_body_idle: std::time::Duration,
+    /// `[limits] module_body_total`, shared by every listener.
+    pub held: Arc<HeldBudget>,
+    /// The modules of this listener and its routes; a reload swaps them, transactions
+    /// keep theirs.
+    pub modules: arc_swap::ArcSwap<ListenerChains>,
+}
+
+impl Engine {
+    pub(crate) fn upstream_connect_timeout(&self) -> std::time::Duration {
+        self.connect_timeout
+    }
+}

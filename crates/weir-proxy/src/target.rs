@@ -1,0 +1,221 @@
+//! Where a request goes (`Target`: the origin, and the names it is cached under), and
+//! how the transaction finds it from the request and the listener's mode: forward
+//! (the absolute URL), reverse (Host and path, through the routes) or transparent
+//! (Host, else the original destination). Uses the connection's facts and the error
+//! vocabulary only.
+
+use std::net::SocketAddr;
+
+use http::header::{self, HeaderValue};
+use http::request;
+
+use crate::config::ListenMode;
+use crate::conn::ConnInfo;
+use crate::error::ProxyError;
+use crate::upstream::OriginAddr;
+
+/// Where a request goes and how it is named in the cache.
+pub(crate) struct Target {
+    pub origin: OriginAddr,
+    /// The Host header to send, and the authority part of the cache key.
+    pub host: HeaderValue,
+    pub path_and_query: String,
+}
+
+/// Finds the origin and the names to use for it.
+pub(crate) fn resolve_target(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
+    let uri = &req.uri;
+    let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+    match conn.listener.mode {
+        ListenMode::Transparent => transparent_target(req, conn.original_dst, path_and_query),
+        ListenMode::Forward => {
+            match uri.scheme_str() {
+                Some("http") => {}
+                Some("https") => {
+                    return Err(ProxyError::bad_request(
+                        "https:// URLs go through a CONNECT tunnel, not a plain request",
+                    ))
+                }
+                Some(other) => {
+                    return Err(ProxyError::bad_request(format!(
+                        "unsupported URL scheme `{other}`"
+                    )))
+                }
+                None => {
+                    return Err(ProxyError::bad_request(
+                        "this is a forward proxy: request an absolute http:// URL",
+                    ))
+                }
+            }
+            let authority = uri
+                .authority()
+                .ok_or_else(|| ProxyError::bad_request("the URL has no host"))?;
+            if authority.as_str().contains('@') {
+                return Err(ProxyError::bad_request(
+                    "user info in the URL is not allowed",
+                ));
+            }
+            let host = authority
+                .host()
+                .trim_start_matches('[')
+                .trim_end_matches(']');
+            if host.is_empty() {
+                return Err(ProxyError::bad_request("the URL has no host"));
+            }
+            let port = authority.port_u16().unwrap_or(80);
+            // RFC 9112 §3.2.2: the target URI's authority replaces any Host received.
+            let host_header = match authority.port_u16() {
+                Some(80) => HeaderValue::from_str(authority.as_str().trim_end_matches(":80")),
+                _ => HeaderValue::from_str(authority.as_str()),
+            }
+            .map_err(|_| ProxyError::bad_request("invalid host in the URL"))?;
+            Ok(Target {
+                origin: OriginAddr::http(host, port),
+                host: host_header,
+                path_and_query,
+            })
+        }
+        ListenMode::Reverse => {
+            let host = match req.headers.get(header::HOST) {
+                Some(h) => h.clone(),
+                None => match uri.authority() {
+                    Some(a) => HeaderValue::from_str(a.as_str())
+                        .map_err(|_| ProxyError::bad_request("invalid :authority"))?,
+                    None => return Err(ProxyError::bad_request("missing Host header")),
+                },
+            };
+            let router = conn
+                .listener
+                .router
+                .as_ref()
+                .expect("reverse listeners have a router");
+            let origin = router
+                .route(host.to_str().ok(), uri.path())
+                .ok_or_else(|| {
+                    ProxyError::bad_gateway("no origin is configured for this host and path")
+                })?
+                .clone();
+            Ok(Target {
+                origin,
+                host,
+                path_and_query,
+            })
+        }
+    }
+}
+
+/// Where a request on a transparent listener goes: the host its `Host` header names
+/// (port 80 unless it says), as a forward proxy would take it from an absolute URL;
+/// without `Host`, the original destination.
+///
+/// The Host header wins over the original destination so that what is cached under
+/// a name always comes from that name's own server: a client that connects to one
+/// address with another site's name in `Host` reaches that site, and cannot make
+/// Weir store a third party's answer under it.
+fn transparent_target(
+    req: &http::request::Parts,
+    original_dst: Option<SocketAddr>,
+    path_and_query: String,
+) -> Result<Target, ProxyError> {
+    let named = req
+        .headers
+        .get(http::header::HOST)
+        .map(|h| {
+            h.to_str()
+                .ok()
+                .and_then(|h| h.parse::<http::uri::Authority>().ok())
+                .ok_or_else(|| ProxyError::bad_request("invalid Host header"))
+        })
+        .or_else(|| req.uri.authority().cloned().map(Ok))
+        .transpose()?;
+    let (origin, host) = match named {
+        Some(authority) => {
+            if authority.as_str().contains('@') {
+                return Err(ProxyError::bad_request("user info in Host is not allowed"));
+            }
+            let host = authority
+                .host()
+                .trim_start_matches('[')
+                .trim_end_matches(']');
+            if host.is_empty() {
+                return Err(ProxyError::bad_request("the Host header names no host"));
+            }
+            let port = authority.port_u16().unwrap_or(80);
+            // The cache key's authority, as forward mode writes it: `:80` left out.
+            let header = match authority.port_u16() {
+                Some(80) => HeaderValue::from_str(authority.as_str().trim_end_matches(":80")),
+                _ => HeaderValue::from_str(authority.as_str()),
+            }
+            .map_err(|_| ProxyError::bad_request("invalid Host header"))?;
+            let origin = OriginAddr::http(host.to_ascii_lowercase(), port);
+            (origin, header)
+        }
+        None => {
+            let Some(dst) = original_dst else {
+                return Err(ProxyError::bad_request(
+                    "no Host header, and the connection was not redirected to this listener",
+                ));
+            };
+            let host = match dst {
+                SocketAddr::V4(a) => a.ip().to_string(),
+                SocketAddr::V6(a) => format!("[{}]", a.ip()),
+            };
+            let header = if dst.port() == 80 {
+                host.clone()
+            } else {
+                format!("{host}:{}", dst.port())
+            };
+            let origin = OriginAddr::http(dst.ip().to_string(), dst.port());
+            let header = HeaderValue::from_str(&header)
+                .map_err(|_| ProxyError::bad_request("invalid original destination"))?;
+            (origin, header)
+        }
+    };
+    Ok(Target {
+        origin,
+        host,
+        path_and_query,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::transparent_target as target;
+
+    fn parts(host: Option<&str>) -> http::request::Parts {
+        let mut b = http::Request::get("/a?b");
+        if let Some(h) = host {
+            b = b.header("host", h);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn host_header_names_the_origin_and_the_key() {
+        let dst = Some("192.0.2.1:80".parse().unwrap());
+        let t = target(&parts(Some("Example.org:80")), dst, "/a?b".into()).unwrap();
+        assert_eq!((t.origin.host.as_str(), t.origin.port), ("example.org", 80));
+        assert_eq!(t.host, "Example.org");
+        let t = target(&parts(Some("[2001:db8::1]:8080")), dst, "/".into()).unwrap();
+        assert_eq!(
+            (t.origin.host.as_str(), t.origin.port),
+            ("2001:db8::1", 8080)
+        );
+        assert!(target(&parts(Some("a b")), dst, "/".into()).is_err());
+        assert!(target(&parts(Some("u@h")), dst, "/".into()).is_err());
+    }
+
+    #[test]
+    fn without_host_the_original_destination_is_used() {
+        let dst = Some("192.0.2.1:8080".parse().unwrap());
+        let t = target(&parts(None), dst, "/".into()).unwrap();
+        assert_eq!((t.origin.host.as_str(), t.origin.port), ("192.0.2.1", 8080));
+        assert_eq!(t.host, "192.0.2.1:8080");
+        let dst6 = Some("[2001:db8::1]:80".parse().unwrap());
+        assert_eq!(
+            target(&parts(None), dst6, "/".into()).unwrap().host,
+            "[2001:db8::1]"
+        );
+        assert!(target(&parts(None), None, "/".into()).is_err());
+    }
+}
