@@ -1,4 +1,4 @@
-//! Content errors reported to the module.
+//! Content-management errors: unknown objects, bad URLs, unstorable responses, dead origins.
 
 use crate::control::with_control;
 use crate::support;

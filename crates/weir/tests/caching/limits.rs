@@ -1,4 +1,4 @@
-//! Responses that are not kept whole: cut mid-body, over max_object, evicted for room.
+//! What the cache does not keep: responses cut mid-body or over max_object; evictions.
 
 use std::time::Duration;
 
