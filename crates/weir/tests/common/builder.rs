@@ -1,4 +1,5 @@
-//! `ProxyBuilder`: writes a configuration for a test and starts `weir` on it.
+//! `ProxyBuilder`: writes a configuration for a test and starts `weir` on it; and the
+//! `Proxy` constructors that go through it (`Proxy::builder`, `forward`, `reverse`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -14,6 +15,24 @@ struct ListenerSpec {
     routes: Vec<(Option<String>, String, String)>,
     /// Lines written as they are into the listener's section (`key = value`).
     extra: Vec<String>,
+}
+
+impl Proxy {
+    /// A configuration to build; `start()` runs it.
+    pub fn builder() -> ProxyBuilder {
+        ProxyBuilder::new()
+    }
+
+    /// One forward listener, everything else default (except a free admin port and no
+    /// access log).
+    pub fn forward() -> Proxy {
+        Proxy::builder().forward().start()
+    }
+
+    /// One reverse listener to `origin`.
+    pub fn reverse(origin: &str) -> Proxy {
+        Proxy::builder().reverse(origin).start()
+    }
 }
 
 /// Builds a configuration; [`ProxyBuilder::start`] runs `weir` on it.

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::builder::ProxyBuilder;
 use super::client::metric;
 use super::process::{proc_status_kib, send_signal, START_TIMEOUT, WEIR};
 use super::raw::{RawConn, RawResponse};
@@ -24,22 +23,10 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// A configuration to build; `start()` runs it.
-    pub fn builder() -> ProxyBuilder {
-        ProxyBuilder::new()
-    }
-
-    /// One forward listener, everything else default (except a free admin port and no
-    /// access log).
-    pub fn forward() -> Proxy {
-        Proxy::builder().forward().start()
-    }
-
-    /// One reverse listener to `origin`.
-    pub fn reverse(origin: &str) -> Proxy {
-        Proxy::builder().reverse(origin).start()
-    }
-
+    /// Starts `weir` on `config` (already written, its text `config_text`) and waits
+    /// until every listener accepts connections. The constructors that build a
+    /// configuration (`Proxy::builder`, `Proxy::forward`, `Proxy::reverse`) are in
+    /// `builder.rs`, which looks down on this file.
     pub(super) fn spawn(
         dir: PathBuf,
         config: PathBuf,

@@ -1,0 +1,14 @@
+//! Caching (memory tier, RFC 9111), request coalescing and `Cache-Status` (RFC 9211).
+//! Each test asserts what the client saw and how many requests reached the origin.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cache_status;
+mod coalescing;
+mod freshness;
+mod helpers;
+mod invalidation;
+mod limits;
+mod storing;
+mod validation;

@@ -1,0 +1,188 @@
+//! Connections kept alive and reused, limited and closed when idle (origin and client).
+
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use crate::helpers::absolute;
+
+#[tokio::test]
+async fn origin_connections_are_kept_alive_and_reused() {
+    let origin = TestOrigin::start();
+    origin.route("/reuse/*", Reply::ok("again").cc("no-store"));
+    let proxy = Proxy::forward();
+    let client = proxied_client(proxy.forward_addr());
+    for i in 0..10 {
+        let r = get(&client, &origin.url(&format!("/reuse/{i}")), &[]).await;
+        assert_eq!(r.text(), "again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(origin.total(), 10);
+    assert!(
+        origin.connections_accepted() <= 2,
+        "10 sequential requests opened {} origin connections",
+        origin.connections_accepted()
+    );
+}
+
+#[test]
+fn pass_through_requests_reuse_origin_connections() {
+    let origin = TestOrigin::start();
+    origin.route("/post/*", Reply::ok("posted"));
+    let proxy = Proxy::forward();
+    let mut conn = RawConn::connect(proxy.forward_addr());
+    for i in 0..5 {
+        let mut req = absolute(
+            "POST",
+            &origin,
+            &format!("/post/{i}"),
+            "Content-Length: 5\r\n",
+        );
+        req.extend_from_slice(b"hello");
+        conn.send(&req);
+        let r = conn
+            .read_final(false)
+            .expect("response on the kept-alive client connection");
+        assert_eq!((r.status, r.text().as_str()), (200, "posted"), "POST {i}");
+        assert_eq!(r.header("content-length"), Some("6"), "POST {i}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(origin.total(), 5);
+    assert!(
+        origin
+            .requests()
+            .iter()
+            .all(|r| r.method == "POST" && &r.body[..] == b"hello"),
+        "the origin got {:?}",
+        origin.requests()
+    );
+    assert!(
+        origin.connections_accepted() <= 2,
+        "5 sequential POSTs opened {} origin connections",
+        origin.connections_accepted()
+    );
+    let reused = metric(
+        &proxy.metrics(),
+        "weir_origin_connections_reused_total",
+        &[],
+    )
+    .unwrap_or(0.0);
+    assert!(
+        reused >= 3.0,
+        "weir_origin_connections_reused_total = {reused} after 5 sequential POSTs"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn origin_connections_are_limited_per_origin() {
+    let origin = TestOrigin::start();
+    origin.route(
+        "/limited/*",
+        Reply::ok("limited")
+            .cc("no-store")
+            .delay(Duration::from_millis(400)),
+    );
+    let proxy = Proxy::builder()
+        .forward()
+        .option("upstream", "max_connections_per_origin", "2")
+        .start();
+    let client = proxied_client(proxy.forward_addr());
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..6 {
+        let (client, url) = (client.clone(), origin.url(&format!("/limited/{i}")));
+        set.spawn(async move { get(&client, &url, &[]).await });
+    }
+    while let Some(r) = set.join_next().await {
+        let r = r.unwrap();
+        assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "limited"));
+    }
+    assert_eq!(origin.total(), 6);
+    assert!(
+        origin.max_connections_open() <= 2,
+        "{} origin connections open at once with max_connections_per_origin = 2",
+        origin.max_connections_open()
+    );
+}
+
+#[tokio::test]
+async fn idle_origin_connections_are_closed_after_idle_timeout() {
+    let origin = TestOrigin::start();
+    origin.route("/idle/*", Reply::ok("idle").cc("no-store"));
+    let proxy = Proxy::builder()
+        .forward()
+        .option("upstream", "idle_timeout", "500ms")
+        .start();
+    let client = proxied_client(proxy.forward_addr());
+    get(&client, &origin.url("/idle/1"), &[]).await;
+    assert_eq!(origin.connections_accepted(), 1);
+    assert!(
+        origin
+            .eventually(Duration::from_secs(4), |o| o.connections_closed() == 1)
+            .await,
+        "the idle pooled connection was not closed after idle_timeout"
+    );
+    get(&client, &origin.url("/idle/2"), &[]).await;
+    assert_eq!(origin.connections_accepted(), 2);
+    assert_eq!(origin.total(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_origin_connections_are_capped_per_origin() {
+    let origin = TestOrigin::start();
+    origin.route(
+        "/burst/*",
+        Reply::ok("burst")
+            .cc("no-store")
+            .delay(Duration::from_millis(300)),
+    );
+    let proxy = Proxy::builder()
+        .forward()
+        .option("upstream", "max_idle_per_origin", "1")
+        .start();
+    let client = proxied_client(proxy.forward_addr());
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..4 {
+        let (client, url) = (client.clone(), origin.url(&format!("/burst/{i}")));
+        set.spawn(async move { get(&client, &url, &[]).await });
+    }
+    while let Some(r) = set.join_next().await {
+        assert_eq!(r.unwrap().text(), "burst");
+    }
+    assert_eq!(origin.total(), 4);
+    assert_eq!(
+        origin.connections_accepted(),
+        4,
+        "4 concurrent requests, 4 connections"
+    );
+    // The default idle_timeout is 60 s: only the idle cap closes connections this soon.
+    assert!(
+        origin
+            .eventually(Duration::from_secs(3), |o| o.connections_open() <= 1)
+            .await,
+        "{} idle origin connections kept with max_idle_per_origin = 1",
+        origin.connections_open()
+    );
+}
+
+#[test]
+fn idle_client_connections_are_closed_after_client_idle() {
+    let origin = TestOrigin::start();
+    origin.route("/ci", Reply::ok("ci").cc("no-store"));
+    let proxy = Proxy::builder()
+        .forward()
+        .option("timeouts", "client_idle", "500ms")
+        .start();
+    let mut conn = RawConn::connect(proxy.forward_addr());
+    conn.send(&absolute("GET", &origin, "/ci", ""));
+    assert_eq!(conn.read_final(false).unwrap().text(), "ci");
+    let start = Instant::now();
+    assert!(
+        conn.closed_within(Duration::from_secs(5)),
+        "an idle client connection was kept past client_idle = 500ms"
+    );
+    assert!(
+        start.elapsed() >= Duration::from_millis(300),
+        "closed after {:?}, before client_idle",
+        start.elapsed()
+    );
+    assert_eq!(origin.count("/ci"), 1);
+}

@@ -1,0 +1,239 @@
+//! Forward proxying (reqwest and curl), CONNECT tunnels and their ports, reverse routes.
+
+use crate::common::*;
+use crate::helpers::via_values;
+use crate::require_curl;
+
+#[tokio::test]
+async fn forward_proxy_serves_absolute_form_requests() {
+    let origin = TestOrigin::start();
+    origin.route("/fwd", Reply::ok("through the proxy"));
+    let proxy = Proxy::forward();
+    let client = proxied_client(proxy.forward_addr());
+    let r = get(&client, &origin.url("/fwd?q=1"), &[]).await;
+    assert_eq!(
+        (r.status.as_u16(), r.text().as_str()),
+        (200, "through the proxy")
+    );
+    assert!(
+        via_values(&r.header_all("via")).contains(&"1.1 weir".to_string()),
+        "Via: {:?}",
+        r.header_all("via")
+    );
+    assert_eq!(origin.count("/fwd"), 1);
+    let seen = origin.last("/fwd").unwrap();
+    assert_eq!(seen.method, "GET");
+    assert_eq!(
+        seen.uri, "/fwd?q=1",
+        "the origin gets the origin-form target"
+    );
+    assert_eq!(seen.header("host"), Some(origin.addr().to_string()));
+}
+
+#[test]
+fn forward_proxy_with_curl() {
+    require_curl!();
+    let origin = TestOrigin::start();
+    origin.route("/curl", Reply::ok("hello curl").cc("max-age=60"));
+    let proxy = Proxy::forward();
+    let proxy_url = proxy.forward_url();
+    let url = origin.url("/curl");
+    let run = || {
+        let out = curl(&["--include", "--proxy", &proxy_url, &url]);
+        assert!(
+            out.status.success(),
+            "curl failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let first = run();
+    let first_lc = first.to_ascii_lowercase();
+    assert!(first.starts_with("HTTP/1.1 200"), "curl saw:\n{first}");
+    assert!(first.ends_with("hello curl"), "curl saw:\n{first}");
+    assert!(first_lc.contains("\r\nvia: 1.1 weir"), "curl saw:\n{first}");
+    assert!(
+        first_lc.contains("\r\ncache-status: weir; fwd=miss; stored"),
+        "curl saw:\n{first}"
+    );
+    let second = run();
+    assert!(second.starts_with("HTTP/1.1 200"), "curl saw:\n{second}");
+    assert!(second.ends_with("hello curl"), "curl saw:\n{second}");
+    assert!(
+        second
+            .to_ascii_lowercase()
+            .contains("\r\ncache-status: weir; hit"),
+        "curl saw:\n{second}"
+    );
+    assert_eq!(origin.count("/curl"), 1);
+}
+
+#[test]
+fn connect_tunnel_with_curl() {
+    require_curl!();
+    let origin = TestOrigin::start();
+    origin.route("/tunneled", Reply::ok("through the tunnel"));
+    let refused = EchoServer::start();
+    let proxy = Proxy::builder()
+        .forward()
+        .connect_ports(&[origin.port()])
+        .start();
+    let proxy_url = proxy.forward_url();
+
+    // Allowed port: curl tunnels its request to the origin through CONNECT.
+    let out = curl(&[
+        "--proxytunnel",
+        "--proxy",
+        &proxy_url,
+        "--write-out",
+        "\n%{http_connect} %{http_code}",
+        &origin.url("/tunneled"),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "curl failed: {}{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout, "through the tunnel\n200 200");
+    assert_eq!(origin.count("/tunneled"), 1);
+    let seen = origin.last("/tunneled").unwrap();
+    assert!(
+        seen.header("via").is_none(),
+        "a tunnel relays bytes; the proxy does not rewrite the request inside it"
+    );
+
+    // A port not in connect_ports: 403, nothing reaches it.
+    let out = curl(&[
+        "--proxytunnel",
+        "--proxy",
+        &proxy_url,
+        "--write-out",
+        "%{http_connect}",
+        &format!("http://127.0.0.1:{}/", refused.port()),
+    ]);
+    assert!(
+        !out.status.success(),
+        "curl must fail when CONNECT is refused"
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "403");
+    assert_eq!(refused.accepted(), 0);
+    assert_eq!(origin.total(), 1);
+}
+
+#[test]
+fn connect_tunnel_relays_bytes_both_ways() {
+    let echo = EchoServer::start();
+    let proxy = Proxy::builder()
+        .forward()
+        .connect_ports(&[echo.port()])
+        .start();
+    let mut conn = RawConn::connect(proxy.forward_addr());
+    conn.send(
+        format!(
+            "CONNECT 127.0.0.1:{0} HTTP/1.1\r\nHost: 127.0.0.1:{0}\r\n\r\n",
+            echo.port()
+        )
+        .as_bytes(),
+    );
+    let head = conn.read_head().expect("CONNECT response");
+    assert_eq!(head.status, 200, "CONNECT to an allowed port");
+    for msg in [
+        &b"hello tunnel"[..],
+        &[0u8, 1, 2, 255, 13, 10][..],
+        &vec![b'x'; 100_000],
+    ] {
+        conn.send(msg);
+        assert_eq!(conn.read_bytes(msg.len()).expect("echoed bytes"), msg);
+    }
+    assert_eq!(echo.accepted(), 1);
+}
+
+#[test]
+fn connect_to_a_port_not_allowed_gets_403() {
+    let echo = EchoServer::start();
+    let proxy = Proxy::builder()
+        .forward()
+        .connect_ports(&[free_port()])
+        .start();
+    let r = raw_exchange(
+        proxy.forward_addr(),
+        format!(
+            "CONNECT 127.0.0.1:{0} HTTP/1.1\r\nHost: 127.0.0.1:{0}\r\n\r\n",
+            echo.port()
+        )
+        .as_bytes(),
+    );
+    assert_eq!(r.status, 403);
+    assert!(!r.text().trim().is_empty(), "403 needs a plain-text reason");
+    assert_eq!(echo.accepted(), 0, "nothing may reach a refused port");
+}
+
+#[test]
+fn connect_ports_default_to_443_only() {
+    let echo = EchoServer::start();
+    let proxy = Proxy::forward();
+    let r = raw_exchange(
+        proxy.forward_addr(),
+        format!(
+            "CONNECT 127.0.0.1:{0} HTTP/1.1\r\nHost: 127.0.0.1:{0}\r\n\r\n",
+            echo.port()
+        )
+        .as_bytes(),
+    );
+    assert_eq!(
+        r.status,
+        403,
+        "port {} is not in the default list",
+        echo.port()
+    );
+    assert_eq!(echo.accepted(), 0);
+    // 443 is allowed: the proxy tries it (and, nothing listening there, does not say 403).
+    let r = raw_exchange(
+        proxy.forward_addr(),
+        b"CONNECT 127.0.0.1:443 HTTP/1.1\r\nHost: 127.0.0.1:443\r\n\r\n",
+    );
+    assert_ne!(r.status, 403, "443 is in the default connect_ports");
+}
+
+#[test]
+fn reverse_proxy_routes_by_host_and_path_prefix() {
+    let (a, b, c) = (
+        TestOrigin::start(),
+        TestOrigin::start(),
+        TestOrigin::start(),
+    );
+    a.route("/*", Reply::ok("A"));
+    b.route("/*", Reply::ok("B"));
+    c.route("/*", Reply::ok("C"));
+    let proxy = Proxy::builder()
+        .reverse(&a.base())
+        .route(Some("img.example"), "/", &b.base())
+        .route(None, "/api", &c.base())
+        .start();
+    let cases = [
+        ("img.example", "/logo.png", "B"),
+        ("Img.Example:8080", "/x", "B"),
+        ("www.example", "/api/users", "C"),
+        ("img.example", "/api/first-match-wins", "B"),
+        ("www.example", "/other", "A"),
+        ("www.example", "/", "A"),
+    ];
+    for (host, path, expected) in cases {
+        let r = raw_exchange(
+            proxy.reverse_addr(),
+            format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{host}{path}");
+        assert_eq!(r.text(), expected, "{host}{path}");
+    }
+    assert_eq!(
+        b.count("/logo.png") + b.count("/x") + b.count("/api/first-match-wins"),
+        3
+    );
+    assert_eq!(b.total(), 3);
+    assert_eq!(c.count("/api/users"), 1);
+    assert_eq!(c.total(), 1);
+    assert_eq!(a.count("/other") + a.count("/"), 2);
+    assert_eq!(a.total(), 2);
+}
