@@ -5,7 +5,8 @@
 # the transparent-proxy test in a network namespace; webext-ublock-origin-firefox,
 # whose EasyList and EasyPrivacy the ad remover's tests load; c-icap, whose echo
 # service the ICAP module's tests run on a port of their own), then builds once and
-# runs the unit and integration tests. Idempotent.
+# checks the shape of the code (tools/layer-check), runs the unit and integration
+# tests. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -27,6 +28,9 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 
 cargo fmt --all -- --check
+# Modules of every crate form a one-way graph and no source file is over 500 lines
+# (docs/architecture.md, "Layers").
+cargo run -q -p layer-check
 cargo clippy --workspace --all-targets -- -D warnings
 
 # Every test binary prints its own summary; the total closes the run.
