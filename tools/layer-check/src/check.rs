@@ -57,6 +57,30 @@ pub fn check(root: &Path) -> Report {
     }
 }
 
+/// The files of the crate whose root is `crate_root`, by level (see
+/// [`FileGraph::levels`]), one line per level from the bottom, names relative to the
+/// crate's `src/`.
+pub fn layers(crate_root: &Path) -> Result<Vec<String>, String> {
+    let tree = CrateTree::read(crate_root)?;
+    let graph = FileGraph::build(&tree);
+    let levels = graph.levels();
+    let src = crate_root.parent().unwrap_or(Path::new("."));
+    let top = levels.iter().copied().max().unwrap_or(0);
+    Ok((0..=top)
+        .map(|l| {
+            let mut names: Vec<String> = (0..tree.files.len())
+                .filter(|&f| levels[f] == l)
+                .map(|f| {
+                    let p = &tree.files[f];
+                    p.strip_prefix(src).unwrap_or(p).display().to_string()
+                })
+                .collect();
+            names.sort();
+            format!("{l:>2}: {}", names.join(" "))
+        })
+        .collect())
+}
+
 /// One message per cycle: its files, and one use behind each edge inside it.
 fn cycles(root: &Path, tree: &CrateTree) -> Vec<String> {
     let graph = FileGraph::build(tree);

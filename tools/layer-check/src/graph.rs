@@ -34,6 +34,30 @@ impl FileGraph {
         self.edges[from].get(&to).map(String::as_str)
     }
 
+    /// Each file's level: 0 for a file that uses no other, else one more than the
+    /// highest level among those it uses. Only meaningful without cycles.
+    pub fn levels(&self) -> Vec<usize> {
+        fn level(g: &FileGraph, v: usize, memo: &mut Vec<Option<usize>>, depth: usize) -> usize {
+            if let Some(l) = memo[v] {
+                return l;
+            }
+            if depth > g.edges.len() {
+                return 0;
+            }
+            let l = g.edges[v]
+                .keys()
+                .map(|&w| level(g, w, memo, depth + 1) + 1)
+                .max()
+                .unwrap_or(0);
+            memo[v] = Some(l);
+            l
+        }
+        let mut memo = vec![None; self.edges.len()];
+        (0..self.edges.len())
+            .map(|v| level(self, v, &mut memo, 0))
+            .collect()
+    }
+
     /// Groups of files that reach each other (strongly connected components of more
     /// than one file), each sorted.
     pub fn cycles(&self) -> Vec<Vec<usize>> {

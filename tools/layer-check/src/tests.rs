@@ -182,3 +182,17 @@ fn a_missing_module_file_is_reported() {
     assert_eq!(problems.len(), 1);
     assert!(problems[0].contains("module `gone`"), "{problems:?}");
 }
+
+#[test]
+fn layers_count_up_from_the_bottom() {
+    let f = Fixture::new(&[
+        ("lib.rs", "mod a;\nmod b;\npub use b::run;\n"),
+        ("a.rs", "pub struct Word;\n"),
+        (
+            "b.rs",
+            "pub fn run() -> crate::a::Word { crate::a::Word }\n",
+        ),
+    ]);
+    let lines = crate::check::layers(&f.root.join("crates/demo/src/lib.rs")).unwrap();
+    assert_eq!(lines, vec![" 0: a.rs", " 1: b.rs", " 2: lib.rs"]);
+}

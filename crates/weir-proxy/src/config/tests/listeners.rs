@@ -1,6 +1,6 @@
 //! `[[listen]]` keys of the listener side: `tls`, `proxy_protocol`, transparent mode,
 //! `timeouts.client_handshake`. (Certificate files themselves are tested with real
-//! files through `weir check`: crates/weir/tests/listeners.rs.)
+//! files through `weir check`: crates/weir/tests/listeners/.)
 
 use super::support::*;
 use crate::config::*;
