@@ -9,6 +9,7 @@ use http::{request, HeaderName};
 
 use crate::budget::FillBudget;
 use crate::disk::{DiskSettings, DiskTier};
+use crate::freshness::PolicyOptions;
 use crate::invalidation::{Invalidation, Invalidations, Ticket, RETAIN_AT_MOST, RETAIN_FOR};
 use crate::key::CacheKey;
 use crate::object::CachedObject;
@@ -24,6 +25,11 @@ pub struct CacheSettings {
     pub max_object_bytes: u64,
     /// Heuristic freshness as a fraction of the time since Last-Modified.
     pub heuristic_fraction: f32,
+    /// Never store a response that sets a cookie.
+    pub refuse_set_cookie: bool,
+    /// Targeted cache-control fields (RFC 9213) obeyed, most specific first, when a
+    /// transaction obeys them (see [`CacheSettings::policy_options`]).
+    pub targeted_fields: Vec<HeaderName>,
     /// Response headers whose values become the stored object's invalidation tags
     /// (lowercase names; see [`crate::DEFAULT_TAG_HEADERS`]).
     pub tag_headers: Vec<HeaderName>,
@@ -51,12 +57,26 @@ impl CacheSettings {
     }
 }
 
+impl CacheSettings {
+    /// The storage policy's options, for a transaction that obeys targeted fields
+    /// (`targeted`, e.g. on a reverse-proxy listener) or not.
+    pub fn policy_options(&self, targeted: bool) -> PolicyOptions<'_> {
+        PolicyOptions {
+            heuristic_fraction: self.heuristic_fraction,
+            targeted_fields: if targeted { &self.targeted_fields } else { &[] },
+            refuse_set_cookie: self.refuse_set_cookie,
+        }
+    }
+}
+
 impl Default for CacheSettings {
     fn default() -> Self {
         CacheSettings {
             memory_bytes: 256 << 20,
             max_object_bytes: 64 << 20,
             heuristic_fraction: 0.1,
+            refuse_set_cookie: false,
+            targeted_fields: vec![HeaderName::from_static(crate::targeted::CDN_CACHE_CONTROL)],
             tag_headers: crate::tags::DEFAULT_TAG_HEADERS
                 .iter()
                 .map(|n| HeaderName::from_static(n))

@@ -42,6 +42,7 @@ pub use cache::{Cache, CacheSettings, InvalidationListener, Lookup};
 pub use cache_control::directive;
 pub use coalesce::{Coalescer, Flight, FlightReader, Join};
 pub use disk::{DiskSettings, DiskStats};
+pub use freshness::PolicyOptions;
 pub use invalidation::{Invalidation, Ticket, RETAIN_AT_MOST, RETAIN_FOR};
 pub use key::CacheKey;
 pub use object::CachedObject;

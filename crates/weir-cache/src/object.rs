@@ -7,6 +7,7 @@ use http::{header, request, response, HeaderMap, HeaderName, StatusCode};
 use crate::adapted::Adapted;
 use crate::body::Body;
 use crate::compact::{copy_headers, heap_size};
+use crate::freshness::PolicyOptions;
 use crate::policy::{self, Freshness, StoragePolicy};
 use crate::vary::vary_names;
 
@@ -162,7 +163,7 @@ impl CachedObject {
         request: &request::Parts,
         not_modified: &response::Parts,
         now: SystemTime,
-        heuristic_fraction: f32,
+        options: &PolicyOptions<'_>,
     ) -> Option<CachedObject> {
         let new = &not_modified.headers;
         let adapted = self.adapted();
@@ -186,8 +187,7 @@ impl CachedObject {
             return None;
         }
         let headers = policy::merge_not_modified(&self.headers, new, adapted);
-        let policy =
-            StoragePolicy::refreshed(request, self.status, &headers, now, heuristic_fraction);
+        let policy = StoragePolicy::refreshed(request, self.status, &headers, now, options);
         // The tags and what modules changed go with it: neither is in the 304.
         Some(
             CachedObject::new(self.status, headers, self.body.clone(), policy)

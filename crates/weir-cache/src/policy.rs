@@ -166,12 +166,12 @@ impl StoragePolicy {
         status: http::StatusCode,
         headers: &HeaderMap,
         now: SystemTime,
-        heuristic_fraction: f32,
+        options: &PolicyOptions<'_>,
     ) -> StoragePolicy {
         let mut parts = http::Response::new(()).into_parts().0;
         parts.status = status;
         parts.headers = headers.clone();
-        Self::new(request, &parts, now, heuristic_fraction)
+        Self::with_options(request, &parts, now, options)
     }
 }
 

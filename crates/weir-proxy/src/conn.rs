@@ -19,6 +19,8 @@ pub(crate) struct ListenerInfo {
     pub router: Option<Router>,
     /// Clients that may PURGE (`[cache] purge_from`).
     pub purge_from: Vec<ipnet::IpNet>,
+    /// The storage policy obeys targeted cache-control fields (RFC 9213).
+    pub targeted_fields: bool,
     /// What happens before HTTP: PROXY header, TLS, original destination.
     pub setup: Setup,
 }

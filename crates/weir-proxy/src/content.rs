@@ -82,12 +82,9 @@ impl EngineContent {
         crate::headers::remove_hop_by_hop(&mut response.headers);
         response.headers.remove(header::CONTENT_LENGTH);
         let now = SystemTime::now();
-        let policy = StoragePolicy::new(
-            &request,
-            &response,
-            now,
-            self.cache.settings().heuristic_fraction,
-        );
+        // Injected by the operator for a reverse proxy's audience: targeted fields count.
+        let options = self.cache.settings().policy_options(true);
+        let policy = StoragePolicy::with_options(&request, &response, now, &options);
         if !policy.is_worth_storing(now) {
             return Err(ContentError::NotStorable);
         }
@@ -181,6 +178,7 @@ fn parse(url: &str) -> Result<(Target, CacheKey), ContentError> {
         origin: OriginAddr::http(host, authority.port_u16().unwrap_or(80)),
         host: host_value,
         path_and_query,
+        targeted: true,
     };
     Ok((target, key))
 }

@@ -76,6 +76,16 @@ impl Server {
             memory_bytes: config.cache.memory.0,
             max_object_bytes: config.cache.max_object.0,
             heuristic_fraction: config.cache.heuristic_fraction,
+            refuse_set_cookie: config.cache.refuse_set_cookie,
+            targeted_fields: config
+                .cache
+                .targeted_field
+                .iter()
+                .cloned()
+                .chain([http::HeaderName::from_static(
+                    weir_cache::targeted::CDN_CACHE_CONTROL,
+                )])
+                .collect(),
             max_memory_object_bytes: config.cache.max_memory_object.0,
             fill_memory_bytes: config.cache.fill_memory_bytes(),
             disk: match &config.cache.disk {
@@ -186,6 +196,7 @@ impl Server {
                 connect_ports: l.connect_ports.clone(),
                 router,
                 purge_from: config.cache.purge_from.clone(),
+                targeted_fields: l.obeys_targeted_fields(),
                 setup: crate::listener::Setup {
                     proxy_protocol: l.proxy_protocol,
                     tls,

@@ -20,10 +20,19 @@ pub(crate) struct Target {
     /// The Host header to send, and the authority part of the cache key.
     pub host: HeaderValue,
     pub path_and_query: String,
+    /// Whether the storage policy obeys targeted cache-control fields (RFC 9213), as
+    /// the listener says (`targeted_cache_control`).
+    pub targeted: bool,
 }
 
 /// Finds the origin and the names to use for it.
 pub(crate) fn resolve_target(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
+    let mut target = locate(conn, req)?;
+    target.targeted = conn.listener.targeted_fields;
+    Ok(target)
+}
+
+fn locate(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
     let uri = &req.uri;
     let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
     match conn.listener.mode {
@@ -73,6 +82,7 @@ pub(crate) fn resolve_target(conn: &ConnInfo, req: &request::Parts) -> Result<Ta
                 origin: OriginAddr::http(host, port),
                 host: host_header,
                 path_and_query,
+                targeted: false,
             })
         }
         ListenMode::Reverse => {
@@ -99,6 +109,7 @@ pub(crate) fn resolve_target(conn: &ConnInfo, req: &request::Parts) -> Result<Ta
                 origin,
                 host,
                 path_and_query,
+                targeted: false,
             })
         }
     }
@@ -175,6 +186,7 @@ fn transparent_target(
         origin,
         host,
         path_and_query,
+        targeted: false,
     })
 }
 

@@ -401,7 +401,9 @@ async fn what_modules_changed_survives_a_restart_and_a_304_refresh() {
     not_modified
         .headers
         .insert("cache-control", "max-age=60".parse().unwrap());
-    let refreshed = back.refreshed(&req, &not_modified, now, 0.1).unwrap();
+    let refreshed = back
+        .refreshed(&req, &not_modified, now, &Default::default())
+        .unwrap();
     assert_eq!(refreshed.headers["content-type"], "image/jpeg");
     assert_eq!(refreshed.headers["etag"], "W/\"o1-tc\"");
     assert_eq!(refreshed.headers["cache-control"], "max-age=60");
@@ -410,7 +412,9 @@ async fn what_modules_changed_survives_a_restart_and_a_304_refresh() {
     not_modified
         .headers
         .insert("etag", "\"o2\"".parse().unwrap());
-    assert!(back.refreshed(&req, &not_modified, now, 0.1).is_none());
+    assert!(back
+        .refreshed(&req, &not_modified, now, &Default::default())
+        .is_none());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

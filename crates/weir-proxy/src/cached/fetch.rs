@@ -33,6 +33,8 @@ pub(super) struct Fetch {
     /// The leader's request, for the storage policy and the variant key.
     pub(super) request: request::Parts,
     pub(super) origin: OriginAddr,
+    /// The storage policy obeys targeted cache-control fields (the leader's listener).
+    pub(super) targeted: bool,
     pub(super) stale: Option<Arc<CachedObject>>,
     pub(super) ticket: weir_cache::Ticket,
 }
@@ -73,8 +75,8 @@ impl Fetch {
         let (mut parts, mut body) = response.into_parts();
         if parts.status == StatusCode::NOT_MODIFIED {
             if let Some(stale) = &self.stale {
-                let heuristic = engine.cache.settings().heuristic_fraction;
-                if let Some(refreshed) = stale.refreshed(&self.request, &parts, now, heuristic) {
+                let options = engine.cache.settings().policy_options(self.targeted);
+                if let Some(refreshed) = stale.refreshed(&self.request, &parts, now, &options) {
                     return self.refreshed(refreshed, now).await;
                 }
             }
@@ -141,12 +143,8 @@ impl Fetch {
             }
         }
         let max_object = engine.cache.settings().max_object_bytes;
-        let mut policy = StoragePolicy::new(
-            &self.request,
-            &parts,
-            now,
-            engine.cache.settings().heuristic_fraction,
-        );
+        let options = engine.cache.settings().policy_options(self.targeted);
+        let mut policy = StoragePolicy::with_options(&self.request, &parts, now, &options);
         if let Some(ttl) = self.txn.as_ref().and_then(|t| t.txn.cache_overrides().ttl) {
             policy = policy.with_time_to_live(now, ttl);
         }

@@ -58,6 +58,7 @@ pub(super) fn start_fetch(
         flight,
         request: strip_body(parts),
         origin: target.origin.clone(),
+        targeted: target.targeted,
         stale,
         ticket,
     };

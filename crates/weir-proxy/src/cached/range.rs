@@ -117,7 +117,8 @@ pub(crate) async fn fill_after_partial(
     head.headers
         .insert(header::CONTENT_LENGTH, HeaderValue::from(total));
     let now = SystemTime::now();
-    let policy = StoragePolicy::new(&whole, &head, now, settings.heuristic_fraction);
+    let options = settings.policy_options(target.targeted);
+    let policy = StoragePolicy::with_options(&whole, &head, now, &options);
     if !policy.is_worth_storing(now) {
         return;
     }

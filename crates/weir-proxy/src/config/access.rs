@@ -32,19 +32,29 @@ impl<'de> Deserialize<'de> for AdminToken {
 }
 
 /// Response header names, lowercased; each element is checked where it is written.
-pub(super) fn header_names<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<HeaderName>, D::Error> {
-    struct Name(HeaderName);
-    impl<'de> Deserialize<'de> for Name {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            string_with(d, "a header name such as \"Surrogate-Key\"", |text| {
-                HeaderName::from_bytes(text.trim().to_ascii_lowercase().as_bytes())
-                    .map(Name)
-                    .map_err(|_| format!("`{text}` is not a header name"))
-            })
-        }
+/// A header name in the file, such as `"Surrogate-Key"` (stored in lower case).
+struct Name(HeaderName);
+
+impl<'de> Deserialize<'de> for Name {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        string_with(d, "a header name such as \"Surrogate-Key\"", |text| {
+            HeaderName::from_bytes(text.trim().to_ascii_lowercase().as_bytes())
+                .map(Name)
+                .map_err(|_| format!("`{text}` is not a header name"))
+        })
     }
+}
+
+pub(super) fn header_names<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<HeaderName>, D::Error> {
     let names = Vec::<Name>::deserialize(d)?;
     Ok(names.into_iter().map(|n| n.0).collect())
+}
+
+/// One header name, for a key that may be absent (`#[serde(default)]`).
+pub(super) fn optional_header_name<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<HeaderName>, D::Error> {
+    Ok(Some(Name::deserialize(d)?.0))
 }
 
 pub(super) fn default_tag_headers() -> Vec<HeaderName> {

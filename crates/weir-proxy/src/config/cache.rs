@@ -17,6 +17,13 @@ pub struct CacheConfig {
     pub max_object: ByteSize,
     /// Heuristic freshness: this fraction of the time since Last-Modified.
     pub heuristic_fraction: f32,
+    /// Never store a response that sets a cookie, whatever its caching fields say
+    /// (Varnish's habit). Default: false, as RFC 9111 leaves it to the origin.
+    pub refuse_set_cookie: bool,
+    /// A targeted cache-control field of this cache's own (RFC 9213), obeyed before
+    /// `CDN-Cache-Control` by listeners that obey targeted fields.
+    #[serde(deserialize_with = "access::optional_header_name")]
+    pub targeted_field: Option<http::HeaderName>,
     /// With a disk tier, larger objects are kept on disk only.
     pub max_memory_object: ByteSize,
     /// The disk tier.
@@ -44,6 +51,8 @@ impl Default for CacheConfig {
             memory: ByteSize(256 << 20),
             max_object: ByteSize(64 << 20),
             heuristic_fraction: 0.1,
+            refuse_set_cookie: false,
+            targeted_field: None,
             max_memory_object: ByteSize(1 << 20),
             disk: DiskConfig::On {
                 path: "weir-cache".into(),

@@ -67,6 +67,19 @@ pub struct ListenConfig {
     /// balancer, whose client address then stands for the peer's. Default: false.
     #[serde(default)]
     pub proxy_protocol: bool,
+    /// Obey targeted cache-control fields (RFC 9213: `[cache] targeted_field`, then
+    /// `CDN-Cache-Control`) instead of `Cache-Control` and `Expires` when a response
+    /// has one. `None`: yes on reverse listeners, no on the others.
+    #[serde(default)]
+    pub targeted_cache_control: Option<bool>,
+}
+
+impl ListenConfig {
+    /// Whether this listener obeys targeted cache-control fields.
+    pub fn obeys_targeted_fields(&self) -> bool {
+        self.targeted_cache_control
+            .unwrap_or(self.mode == ListenMode::Reverse)
+    }
 }
 
 /// `[[listen.route]]`: the first route whose host and path prefix match wins.

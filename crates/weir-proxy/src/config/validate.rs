@@ -170,6 +170,17 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
             format!("{} is not between 0 and 1", cache.heuristic_fraction),
         );
     }
+    if let Some(field) = &cache.targeted_field {
+        if field == http::header::CACHE_CONTROL || field.as_str() == "cdn-cache-control" {
+            report(
+                vec![KeyPath::top("cache").key("targeted_field")],
+                format!(
+                    "`{field}` is not a field of this cache's own: name one such as \
+                     \"Weir-Cache-Control\" (CDN-Cache-Control is obeyed after it anyway)"
+                ),
+            );
+        }
+    }
 
     for (key, value) in [
         ("origin_body_idle", config.timeouts.origin_body_idle),

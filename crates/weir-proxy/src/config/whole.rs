@@ -60,6 +60,7 @@ impl Default for Config {
                 modules: None,
                 tls: None,
                 proxy_protocol: false,
+                targeted_cache_control: None,
             }],
             cache: CacheConfig::default(),
             limits: LimitsConfig::default(),

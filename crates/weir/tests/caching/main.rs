@@ -10,5 +10,6 @@ mod freshness;
 mod helpers;
 mod invalidation;
 mod limits;
+mod rfc_rules;
 mod storing;
 mod validation;

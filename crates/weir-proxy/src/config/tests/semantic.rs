@@ -126,6 +126,28 @@ fn heuristic_fraction_range() {
 }
 
 #[test]
+fn targeted_field() {
+    fails(
+        "[cache]\ntargeted_field = \"Cache-Control\"\n",
+        2,
+        "cache.targeted_field",
+        "not a field of this cache's own",
+    );
+    fails(
+        "[cache]\ntargeted_field = \"bad name\"\n",
+        2,
+        "cache.targeted_field",
+        "not a header name",
+    );
+    let c = parse("[cache]\ntargeted_field = \"Weir-Cache-Control\"\nrefuse_set_cookie = true\n");
+    assert_eq!(
+        c.cache.targeted_field.unwrap().as_str(),
+        "weir-cache-control"
+    );
+    assert!(c.cache.refuse_set_cookie);
+}
+
+#[test]
 fn upstream_connections() {
     fails(
         "[upstream]\nmax_connections_per_origin = 0\n",
