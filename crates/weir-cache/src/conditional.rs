@@ -7,7 +7,7 @@ use http::{header, HeaderMap, HeaderName, StatusCode};
 
 /// Whether a GET with these request headers is answered 304 by a response with this
 /// status and these headers: `If-None-Match` (weak comparison) when present, else
-/// `If-Modified-Since` against `Last-Modified`.
+/// `If-Modified-Since` against `Last-Modified`, or `Date` when there is none.
 pub fn not_modified(status: StatusCode, response: &HeaderMap, request: &HeaderMap) -> bool {
     if status != StatusCode::OK {
         return false;
@@ -22,9 +22,14 @@ pub fn not_modified(status: StatusCode, response: &HeaderMap, request: &HeaderMa
     let date = |v: &http::HeaderValue| -> Option<SystemTime> {
         httpdate::parse_http_date(v.to_str().ok()?).ok()
     };
+    // A response without Last-Modified was last modified no later than its Date
+    // (RFC 9111 §4.3.2).
+    let modified = response
+        .get(header::LAST_MODIFIED)
+        .or_else(|| response.get(header::DATE));
     match (
         request.get(header::IF_MODIFIED_SINCE).and_then(date),
-        response.get(header::LAST_MODIFIED).and_then(date),
+        modified.and_then(date),
     ) {
         (Some(since), Some(modified)) => modified <= since,
         _ => false,
@@ -111,5 +116,15 @@ mod tests {
         assert!(!not_modified(StatusCode::OK, &resp, &req));
         let req = headers(&[("if-modified-since", "Sun, 06 Nov 1994 08:49:37 GMT")]);
         assert!(not_modified(StatusCode::OK, &resp, &req));
+    }
+
+    #[test]
+    fn without_last_modified_the_date_counts() {
+        let resp = headers(&[("date", "Sun, 06 Nov 1994 08:49:37 GMT")]);
+        let later = headers(&[("if-modified-since", "Sun, 06 Nov 1994 09:00:00 GMT")]);
+        let earlier = headers(&[("if-modified-since", "Sun, 06 Nov 1994 08:00:00 GMT")]);
+        assert!(not_modified(StatusCode::OK, &resp, &later));
+        assert!(!not_modified(StatusCode::OK, &resp, &earlier));
+        assert!(!not_modified(StatusCode::OK, &HeaderMap::new(), &later));
     }
 }

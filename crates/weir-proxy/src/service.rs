@@ -120,10 +120,15 @@ async fn transact(
         .requests
         .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
         + 1;
-    if req.version() == http::Version::HTTP_11 && !req.headers().contains_key(header::HOST) {
+    let mut hosts = req.headers().get_all(header::HOST).iter();
+    if hosts.next().is_none() && req.version() == http::Version::HTTP_11 {
         return Err(ProxyError::bad_request(
             "an HTTP/1.1 request needs a Host header",
         ));
+    }
+    // RFC 9112 §3.2: Host is a single field; two of them leave the target ambiguous.
+    if hosts.next().is_some() {
+        return Err(ProxyError::bad_request("more than one Host header"));
     }
     if headers::ambiguous_framing(req.headers())
         || (req.version() <= http::Version::HTTP_11 && conn.framing.is_ambiguous(sequence))
@@ -212,9 +217,11 @@ async fn transact(
             Err(ReadAheadError::Client(e)) => return Err(client_body_error(&*e)),
         },
     };
-    let unsafe_method = matches!(
+    // RFC 9111 §4.4: any method not known to be safe (RFC 9110 §9.2.1), unknown
+    // ones included, invalidates what it targets.
+    let unsafe_method = !matches!(
         parts.method,
-        Method::POST | Method::PUT | Method::DELETE | Method::PATCH
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
     );
     let cache_status = HeaderValue::from_static(if unsafe_method || parts.method != Method::GET {
         "weir; fwd=method"

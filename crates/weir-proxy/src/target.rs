@@ -86,11 +86,13 @@ fn locate(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
             })
         }
         ListenMode::Reverse => {
-            let host = match req.headers.get(header::HOST) {
-                Some(h) => h.clone(),
-                None => match uri.authority() {
-                    Some(a) => HeaderValue::from_str(a.as_str())
-                        .map_err(|_| ProxyError::bad_request("invalid :authority"))?,
+            // RFC 9112 §3.2.2: a target in absolute form (or HTTP/2's :authority)
+            // names the host; a Host field beside it is ignored.
+            let host = match uri.authority() {
+                Some(a) => HeaderValue::from_str(a.as_str())
+                    .map_err(|_| ProxyError::bad_request("invalid authority in the target"))?,
+                None => match req.headers.get(header::HOST) {
+                    Some(h) => h.clone(),
                     None => return Err(ProxyError::bad_request("missing Host header")),
                 },
             };

@@ -30,7 +30,10 @@ async fn vary_keeps_one_entry_per_variant() {
 #[tokio::test]
 async fn unsafe_methods_invalidate_the_target_uri() {
     let (origin, _proxy, client) = setup();
-    for method in ["POST", "PUT", "DELETE", "PATCH"] {
+    // RFC 9111 §4.4: every method not known to be safe, Weir's own unknown ones too.
+    for method in [
+        "POST", "PUT", "DELETE", "PATCH", "PROPFIND", "M-SEARCH", "FOO",
+    ] {
         let path = format!("/inv-{}", method.to_lowercase());
         origin.route_fn(&path, |req| {
             if req.method == "GET" {

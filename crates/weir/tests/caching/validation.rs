@@ -280,3 +280,22 @@ async fn clients_own_conditional_requests_get_304_from_the_cache() {
 
     assert_eq!(origin.count("/cond"), 1, "all answered from the cache");
 }
+
+#[tokio::test]
+async fn if_modified_since_uses_the_date_without_last_modified() {
+    let (origin, _proxy, client) = setup();
+    origin.route("/dated", Reply::ok("dated body").cc("max-age=60"));
+    let url = origin.url("/dated");
+    let first = get(&client, &url, &[]).await;
+    let date = first.header("date").expect("the origin sends Date");
+    let r = get(&client, &url, &[("if-modified-since", date.as_str())]).await;
+    assert_eq!(r.status, 304, "modified no later than its Date");
+    let r = get(
+        &client,
+        &url,
+        &[("if-modified-since", http_date(3600).as_str())],
+    )
+    .await;
+    assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "dated body"));
+    assert_eq!(origin.count("/dated"), 1);
+}

@@ -34,6 +34,22 @@ fn malformed_requests_get_400() {
 }
 
 #[test]
+fn two_host_headers_get_400() {
+    let origin = TestOrigin::start();
+    origin.route("/*", Reply::ok("served"));
+    let mut proxy = Proxy::forward();
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n",
+        origin.url("/x")
+    );
+    let r = raw_exchange(proxy.forward_addr(), request.as_bytes());
+    assert_raw_plain_error(&r, 400);
+    assert!(r.text().contains("more than one Host"), "{}", r.text());
+    assert_eq!(origin.total(), 0);
+    assert_still_serving(&mut proxy, &origin);
+}
+
+#[test]
 fn origin_form_request_to_a_forward_proxy_gets_400() {
     let origin = TestOrigin::start();
     let mut proxy = Proxy::forward();

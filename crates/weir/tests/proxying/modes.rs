@@ -237,3 +237,36 @@ fn reverse_proxy_routes_by_host_and_path_prefix() {
     assert_eq!(a.count("/other") + a.count("/"), 2);
     assert_eq!(a.total(), 2);
 }
+
+#[test]
+fn a_reverse_listener_follows_an_absolute_target_not_host() {
+    let a = TestOrigin::start();
+    let b = TestOrigin::start();
+    a.route("/*", Reply::ok("A").cc("max-age=60"));
+    b.route("/*", Reply::ok("B").cc("max-age=60"));
+    let proxy = Proxy::builder()
+        .reverse(&a.base())
+        .route(Some("b.example"), "/", &b.base())
+        .start();
+    // RFC 9112 §3.2.2: the target's authority wins over the Host field.
+    let r = raw_exchange(
+        proxy.reverse_addr(),
+        b"GET http://b.example/x HTTP/1.1\r\nHost: a.example\r\n\r\n",
+    );
+    assert_eq!((r.status, r.text().as_str()), (200, "B"), "absolute form");
+    assert_eq!(b.count("/x"), 1);
+    // It was keyed under b.example: an origin-form request for b.example is a hit,
+    // one for a.example is not.
+    let r = raw_exchange(
+        proxy.reverse_addr(),
+        b"GET /x HTTP/1.1\r\nHost: b.example\r\n\r\n",
+    );
+    assert_eq!(r.text(), "B");
+    assert!(is_hit(r.header("cache-status").unwrap_or_default()));
+    let r = raw_exchange(
+        proxy.reverse_addr(),
+        b"GET /x HTTP/1.1\r\nHost: a.example\r\n\r\n",
+    );
+    assert_eq!(r.text(), "A");
+    assert_eq!((a.count("/x"), b.count("/x")), (1, 1));
+}
