@@ -269,11 +269,12 @@ impl Server {
         self.reload_requests.take()
     }
 
-    /// Applies the modules of a new configuration: loads, unloads, reorders, enables
-    /// and disables them and changes their settings. Transactions in flight finish
-    /// with the modules they started with; no connection is dropped. On an error
-    /// nothing changes. Other settings (listeners, cache, limits) are read at start
-    /// only. Returns a one-line summary.
+    /// Applies the modules and TLS certificates of a new configuration: loads,
+    /// unloads, reorders, enables and disables modules and changes their settings,
+    /// and installs each listener's new certificates (loaded before any module is
+    /// built). Transactions in flight finish with the modules they started with; no
+    /// connection is dropped. On an error nothing changes. Other settings (listeners,
+    /// cache, limits) are read at start only. Returns a one-line summary.
     pub fn reload(
         &self,
         config: &Config,

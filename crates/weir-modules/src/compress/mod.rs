@@ -18,8 +18,8 @@
 //! - request headers: negotiates the encoding and adds it to the cache variant
 //!   (`ae=gzip`), so each encoding has its own key. Clients whose headers choose the
 //!   same encoding share it; a client without `Accept-Encoding` gets the identity
-//!   object. A `Range` request is left alone: the engine sends it to the origin, and
-//!   its answer must not be relabelled.
+//!   object. A `Range` request is left alone: the engine answers it from a fresh
+//!   identity copy or sends it to the origin, and its answer must not be relabelled.
 //! - upstream request: when a stored compressed copy is revalidated, its
 //!   `W/"tag-gzip"` is sent to the origin as `W/"tag"`, which the origin knows.
 //! - response headers (before the cache stores it): a `200` of a listed type, not
@@ -270,8 +270,8 @@ impl Module for Compress {
                 None => h.remove(header::ETAG),
             };
         }
-        // Byte ranges of the compressed bytes are not offered (a Range request goes
-        // to the origin, which answers with ranges of the identity).
+        // Byte ranges of the compressed bytes are not offered (a Range request is
+        // answered with ranges of the identity, from the cache or the origin).
         h.remove(header::ACCEPT_RANGES);
         txn.body_length_may_change();
         self.compressed.inc();

@@ -20,7 +20,7 @@ use super::values::default_allow;
 pub struct Config {
     /// The process: worker threads.
     pub server: ServerConfig,
-    /// The admin listener (metrics; later the admin API).
+    /// The admin listener (metrics, health, reload and the admin API).
     pub admin: AdminConfig,
     /// Client-facing listeners.
     pub listen: Vec<ListenConfig>,

@@ -7,11 +7,13 @@ use std::sync::Arc;
 use super::start_error::StartError;
 use crate::config::Scheduler;
 
-/// Threads that serve client connections, each with a single-threaded event loop.
+/// Threads that serve client connections, by `[server] scheduler`: one work-stealing
+/// runtime whose threads share every connection (the default), or, per core, one
+/// single-threaded event loop per thread.
 ///
-/// A connection stays on the worker it was given, so its tasks never migrate and
-/// waking one never wakes another thread: the model of nginx and HAProxy. The
-/// cache and the origin pools are shared by all workers.
+/// Per core, a connection stays on the worker it was given, so its tasks never
+/// migrate and waking one never wakes another thread: the model of nginx and HAProxy.
+/// Either way the cache and the origin pools are shared by all workers.
 pub(super) struct Workers {
     workers: Vec<Worker>,
 }
