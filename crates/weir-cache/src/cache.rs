@@ -9,7 +9,7 @@ use http::{request, HeaderName};
 
 use crate::budget::FillBudget;
 use crate::disk::{DiskSettings, DiskTier};
-use crate::freshness::PolicyOptions;
+use crate::freshness::{Heuristic, PolicyOptions};
 use crate::invalidation::{Invalidation, Invalidations, Ticket, RETAIN_AT_MOST, RETAIN_FOR};
 use crate::key::CacheKey;
 use crate::object::CachedObject;
@@ -25,8 +25,12 @@ pub struct CacheSettings {
     pub max_object_bytes: u64,
     /// Heuristic freshness as a fraction of the time since Last-Modified.
     pub heuristic_fraction: f32,
+    /// The longest heuristic lifetime, unless a refresh rule says otherwise.
+    pub heuristic_max: std::time::Duration,
     /// Never store a response that sets a cookie.
     pub refuse_set_cookie: bool,
+    /// Concurrent misses for one key share one origin fetch (collapsed forwarding).
+    pub collapse: bool,
     /// Targeted cache-control fields (RFC 9213) obeyed, most specific first, when a
     /// transaction obeys them (see [`CacheSettings::policy_options`]).
     pub targeted_fields: Vec<HeaderName>,
@@ -62,7 +66,11 @@ impl CacheSettings {
     /// (`targeted`, e.g. on a reverse-proxy listener) or not.
     pub fn policy_options(&self, targeted: bool) -> PolicyOptions<'_> {
         PolicyOptions {
-            heuristic_fraction: self.heuristic_fraction,
+            heuristic: Heuristic {
+                fraction: self.heuristic_fraction,
+                min: std::time::Duration::ZERO,
+                max: self.heuristic_max,
+            },
             targeted_fields: if targeted { &self.targeted_fields } else { &[] },
             refuse_set_cookie: self.refuse_set_cookie,
         }
@@ -75,7 +83,9 @@ impl Default for CacheSettings {
             memory_bytes: 256 << 20,
             max_object_bytes: 64 << 20,
             heuristic_fraction: 0.1,
+            heuristic_max: crate::freshness::HEURISTIC_MAX,
             refuse_set_cookie: false,
+            collapse: true,
             targeted_fields: vec![HeaderName::from_static(crate::targeted::CDN_CACHE_CONTROL)],
             tag_headers: crate::tags::DEFAULT_TAG_HEADERS
                 .iter()

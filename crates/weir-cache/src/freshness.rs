@@ -14,11 +14,11 @@ use crate::directives::{FieldScope, RequestDirectives, ResponseDirectives};
 use crate::targeted::targeted_directives;
 
 /// What the operator decides about storing and freshness.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct PolicyOptions<'a> {
-    /// The share of the time since `Last-Modified` that a response without explicit
-    /// freshness stays fresh (RFC 9111 §4.2.2).
-    pub heuristic_fraction: f32,
+    /// The heuristic lifetime of a response without explicit freshness (RFC 9111
+    /// §4.2.2), as Squid's `refresh_pattern` shapes it.
+    pub heuristic: Heuristic,
     /// Targeted fields (RFC 9213) that this cache obeys instead of `Cache-Control` and
     /// `Expires`, most specific first; empty to obey only `Cache-Control`.
     pub targeted_fields: &'a [HeaderName],
@@ -26,12 +26,28 @@ pub struct PolicyOptions<'a> {
     pub refuse_set_cookie: bool,
 }
 
-impl Default for PolicyOptions<'_> {
+/// How long a response without explicit freshness stays fresh: `fraction` of the time
+/// since its `Last-Modified`, at least `min` and at most `max`; `min` when it has no
+/// `Last-Modified`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Heuristic {
+    /// The share of the time since `Last-Modified`.
+    pub fraction: f32,
+    /// The shortest heuristic lifetime.
+    pub min: Duration,
+    /// The longest heuristic lifetime.
+    pub max: Duration,
+}
+
+/// Squid's default cap on a heuristic lifetime: three days.
+pub const HEURISTIC_MAX: Duration = Duration::from_secs(3 * 24 * 3600);
+
+impl Default for Heuristic {
     fn default() -> Self {
-        PolicyOptions {
-            heuristic_fraction: 0.1,
-            targeted_fields: &[],
-            refuse_set_cookie: false,
+        Heuristic {
+            fraction: 0.1,
+            min: Duration::ZERO,
+            max: HEURISTIC_MAX,
         }
     }
 }
@@ -77,11 +93,9 @@ pub fn assess(
     let heuristic_status = HEURISTIC_STATUSES.contains(&status.as_u16());
     let lifetime = match explicit {
         Some(l) => l,
-        None if heuristic_status || cc.public => heuristic(
-            headers,
-            date.unwrap_or(response_time),
-            options.heuristic_fraction,
-        ),
+        None if heuristic_status || cc.public => {
+            heuristic(headers, date.unwrap_or(response_time), &options.heuristic)
+        }
         None => Duration::ZERO,
     };
     let storable = storable(request, response, &cc, explicit.is_some(), options);
@@ -182,15 +196,16 @@ fn explicit_lifetime(
     }
 }
 
-/// §4.2.2: a fraction of the time since `Last-Modified`.
-fn heuristic(headers: &HeaderMap, date: SystemTime, fraction: f32) -> Duration {
-    match http_date(headers, header::LAST_MODIFIED).flatten() {
+/// §4.2.2: a fraction of the time since `Last-Modified`, within the rule's bounds.
+fn heuristic(headers: &HeaderMap, date: SystemTime, rule: &Heuristic) -> Duration {
+    let from_modified = match http_date(headers, header::LAST_MODIFIED).flatten() {
         Some(modified) => date
             .duration_since(modified)
             .unwrap_or_default()
-            .mul_f32(fraction.max(0.0)),
+            .mul_f32(rule.fraction.max(0.0)),
         None => Duration::ZERO,
-    }
+    };
+    from_modified.min(rule.max).max(rule.min.min(rule.max))
 }
 
 /// §4.2.3 with the request time unknown (taken as the response time): the larger of

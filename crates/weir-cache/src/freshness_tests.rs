@@ -265,3 +265,43 @@ fn request_directives_decide_reuse() {
         "must-revalidate"
     );
 }
+
+#[test]
+fn the_heuristic_is_bounded() {
+    let date = ("date", "Sun, 06 Nov 1994 08:49:37 GMT");
+    let year_old = ("last-modified", "Sat, 06 Nov 1993 08:49:37 GMT");
+    // A tenth of a year is over three days: capped by default.
+    assert_eq!(assess_ok(&[date, year_old]).lifetime, HEURISTIC_MAX);
+    let rule = |fraction: f32, min: u64, max: u64| PolicyOptions {
+        heuristic: Heuristic {
+            fraction,
+            min: secs(min),
+            max: secs(max),
+        },
+        ..PolicyOptions::default()
+    };
+    let day_old = ("last-modified", "Sat, 05 Nov 1994 08:49:37 GMT");
+    assert_eq!(
+        assess_with(200, &[date, day_old], &rule(0.5, 0, 1_000_000)).lifetime,
+        secs(43200)
+    );
+    assert_eq!(
+        assess_with(200, &[date, day_old], &rule(0.5, 0, 600)).lifetime,
+        secs(600)
+    );
+    assert_eq!(
+        assess_with(200, &[date, day_old], &rule(0.0, 60, 600)).lifetime,
+        secs(60)
+    );
+    // Without Last-Modified, the minimum.
+    assert_eq!(
+        assess_with(200, &[date], &rule(0.5, 60, 600)).lifetime,
+        secs(60)
+    );
+    // Explicit freshness is not bounded by the rule.
+    let cc = ("cache-control", "max-age=5");
+    assert_eq!(
+        assess_with(200, &[date, cc], &rule(0.5, 60, 600)).lifetime,
+        secs(5)
+    );
+}

@@ -52,7 +52,10 @@ impl StoragePolicy {
         heuristic_fraction: f32,
     ) -> StoragePolicy {
         let options = PolicyOptions {
-            heuristic_fraction,
+            heuristic: crate::freshness::Heuristic {
+                fraction: heuristic_fraction,
+                ..Default::default()
+            },
             ..PolicyOptions::default()
         };
         Self::with_options(request, response, response_time, &options)

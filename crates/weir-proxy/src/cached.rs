@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Response, StatusCode};
-use weir_cache::{CacheKey, FlightReader, Join, Lookup, StaleUse};
+use weir_cache::{CacheKey, FlightReader, Join, Lookup, Sharing, StaleUse};
 
 use crate::body::{ProxyBody, RequestBody};
 use crate::engine::Engine;
@@ -40,6 +40,12 @@ pub(crate) fn is_cache_candidate(parts: &request::Parts) -> bool {
 
 fn request_directive(headers: &HeaderMap, name: &str) -> bool {
     weir_cache::directive(headers, name).is_some()
+}
+
+/// `Cache-Control: no-cache`, or `Pragma: no-cache` without `Cache-Control`.
+fn request_no_cache(headers: &HeaderMap) -> bool {
+    (headers.contains_key(header::CACHE_CONTROL) || headers.contains_key(header::PRAGMA))
+        && weir_cache::freshness::request_directives(headers).no_cache
 }
 
 pub(crate) fn cache_key(target: &Target) -> CacheKey {
@@ -140,7 +146,16 @@ pub(crate) async fn serve(
         Lookup::Fresh(o) => Some(o),
         _ => None,
     };
-    match engine.flights.join(&key, recheck) {
+    // A request that says no-cache is answered by a fetch that begins after it
+    // (RFC 9111 §5.2.1.4), never by one already in flight.
+    let sharing = if !engine.cache.settings().collapse {
+        Sharing::Alone
+    } else if request_no_cache(&parts.headers) {
+        Sharing::After
+    } else {
+        Sharing::Any
+    };
+    match engine.flights.join_as(&key, sharing, recheck) {
         Err(object) => Ok(serve_object(&object, &parts, now, CacheOutcome::Hit, HIT)),
         Ok(Join::Leader(flight, reader)) => {
             let fill = Fill {

@@ -1,9 +1,12 @@
 //! What every transaction shares (`Engine`): the cache and the fetches in flight, the
-//! upstream pools, metrics, the access log, the limits and the listener's modules.
+//! upstream pools, metrics, the access log, the limits, the refresh rules and the
+//! listener's modules.
 //! Above the upstream pools and the vocabulary; below everything that runs a
 //! transaction (the record, module calls, the cache path, the transaction itself).
 
 use std::sync::Arc;
+
+use weir_cache::PolicyOptions;
 
 use crate::access_log::AccessLog;
 use crate::config::LimitsConfig;
@@ -11,6 +14,7 @@ use crate::flight::FlightHead;
 use crate::hooks::budget::HeldBudget;
 use crate::metrics::Metrics;
 use crate::modules::ListenerChains;
+use crate::refresh::RefreshRules;
 use crate::upstream::Upstream;
 
 /// What every transaction shares.
@@ -29,10 +33,24 @@ pub(crate) struct Engine {
     /// The modules of this listener and its routes; a reload swaps them, transactions
     /// keep theirs.
     pub modules: arc_swap::ArcSwap<ListenerChains>,
+    /// `[[cache.refresh]]`, shared by every listener.
+    pub refresh: Arc<RefreshRules>,
 }
 
 impl Engine {
     pub(crate) fn upstream_connect_timeout(&self) -> std::time::Duration {
         self.connect_timeout
+    }
+
+    /// The storage policy's options for a response to `url`: the cache's, with the
+    /// heuristic of the first refresh rule that matches.
+    pub(crate) fn policy_options(&self, targeted: bool, url: &str) -> PolicyOptions<'_> {
+        let mut options = self.cache.settings().policy_options(targeted);
+        if !self.refresh.is_empty() {
+            if let Some(h) = self.refresh.matching(url) {
+                options.heuristic = h;
+            }
+        }
+        options
     }
 }

@@ -25,6 +25,7 @@ pub mod metrics;
 mod modules;
 mod purge;
 mod record;
+mod refresh;
 mod route;
 mod served;
 mod server;

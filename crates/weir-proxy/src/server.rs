@@ -76,6 +76,8 @@ impl Server {
             memory_bytes: config.cache.memory.0,
             max_object_bytes: config.cache.max_object.0,
             heuristic_fraction: config.cache.heuristic_fraction,
+            heuristic_max: config.cache.heuristic_max.0,
+            collapse: config.cache.collapse,
             refuse_set_cookie: config.cache.refuse_set_cookie,
             targeted_fields: config
                 .cache
@@ -100,6 +102,7 @@ impl Server {
             tag_headers: config.cache.tag_headers.clone(),
         }));
         let flights = Arc::new(weir_cache::Coalescer::new());
+        let refresh = Arc::new(crate::refresh::RefreshRules::new(&config.cache));
         crate::purge::detach_flights_on_invalidation(&cache, &flights);
         let upstream = Upstream::new(
             &config.upstream,
@@ -128,6 +131,7 @@ impl Server {
                 client_body_idle: config.timeouts.client_body_idle.0,
                 held: held.clone(),
                 modules: arc_swap::ArcSwap::new(modules),
+                refresh: refresh.clone(),
             })
         };
         let weak = Arc::downgrade(&cache);

@@ -24,6 +24,18 @@ pub struct Coalescer<H> {
     flights: Mutex<HashMap<CacheKey, Arc<Flight<H>>>>,
 }
 
+/// Which fetches a request may be answered from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sharing {
+    /// Any fetch in flight for its key (collapsed forwarding).
+    Any,
+    /// Only a fetch that begins after it arrived: a request that says `no-cache`
+    /// (RFC 9111 §5.2.1.4) starts one, and later requests share that one.
+    After,
+    /// Its own fetch only: collapsed forwarding is off.
+    Alone,
+}
+
 /// The result of [`Coalescer::join`].
 pub enum Join<H> {
     /// No fetch was in flight: the caller must start one and write into this flight.
@@ -55,18 +67,36 @@ impl<H: Clone> Coalescer<H> {
         key: &CacheKey,
         recheck: impl FnOnce() -> Option<T>,
     ) -> Result<Join<H>, T> {
+        self.join_as(key, Sharing::Any, recheck)
+    }
+
+    /// [`Coalescer::join`], sharing as `sharing` allows. With [`Sharing::After`] the
+    /// new flight replaces the key's flight in the table (its readers read on) and no
+    /// just-stored copy is rechecked; with [`Sharing::Alone`] it is not in the table.
+    pub fn join_as<T>(
+        &self,
+        key: &CacheKey,
+        sharing: Sharing,
+        recheck: impl FnOnce() -> Option<T>,
+    ) -> Result<Join<H>, T> {
         let mut flights = lock(&self.flights);
-        if let Some(flight) = flights.get(key) {
-            if let Some(reader) = flight.reader() {
-                return Ok(Join::Follower(reader));
+        if sharing == Sharing::Any {
+            if let Some(flight) = flights.get(key) {
+                if let Some(reader) = flight.reader() {
+                    return Ok(Join::Follower(reader));
+                }
             }
         }
-        if let Some(found) = recheck() {
-            return Err(found);
+        if sharing != Sharing::After {
+            if let Some(found) = recheck() {
+                return Err(found);
+            }
         }
         let flight = Arc::new(Flight::new());
         let reader = flight.reader().expect("a new flight accepts readers");
-        flights.insert(key.clone(), flight.clone());
+        if sharing != Sharing::Alone {
+            flights.insert(key.clone(), flight.clone());
+        }
         Ok(Join::Leader(flight, reader))
     }
 

@@ -66,6 +66,45 @@ async fn recheck_short_circuits_when_no_flight() {
     assert!(c.is_empty());
 }
 
+#[tokio::test]
+async fn a_no_cache_request_starts_a_fetch_that_later_ones_share() {
+    let c: Coalescer<u16> = Coalescer::new();
+    let Ok(Join::Leader(old, _old_reader)) = c.join(&key(), || None::<()>) else {
+        panic!("first join leads")
+    };
+    // `After` neither joins the fetch in flight nor takes a just-stored copy.
+    let Ok(Join::Leader(new, _new_reader)) = c.join_as(&key(), Sharing::After, || Some(())) else {
+        panic!("a no-cache request leads a fetch of its own")
+    };
+    assert!(!Arc::ptr_eq(&old, &new));
+    // The next ordinary request shares the newer fetch.
+    let Ok(Join::Follower(_follower)) = c.join(&key(), || None::<()>) else {
+        panic!("a later request follows")
+    };
+    assert_eq!(lock(&new.state).readers.len(), 2);
+    assert_eq!(lock(&old.state).readers.len(), 1);
+    // The old fetch ending does not remove the newer one from the table.
+    c.leave(&key(), &old);
+    assert_eq!(c.len(), 1);
+}
+
+#[tokio::test]
+async fn alone_never_shares() {
+    let c: Coalescer<u16> = Coalescer::new();
+    let Ok(Join::Leader(first, _r1)) = c.join_as(&key(), Sharing::Alone, || None::<()>) else {
+        panic!()
+    };
+    let Ok(Join::Leader(second, _r2)) = c.join_as(&key(), Sharing::Alone, || None::<()>) else {
+        panic!("collapsing off: a fetch of its own")
+    };
+    assert!(!Arc::ptr_eq(&first, &second));
+    assert!(c.is_empty());
+    assert!(matches!(
+        c.join_as(&key(), Sharing::Alone, || Some(7)),
+        Err(7)
+    ));
+}
+
 /// A spill file in the system's temporary directory (nameless once open).
 fn spill() -> crate::spill::Spill {
     let path = std::env::temp_dir().join(format!(

@@ -75,7 +75,7 @@ impl Fetch {
         let (mut parts, mut body) = response.into_parts();
         if parts.status == StatusCode::NOT_MODIFIED {
             if let Some(stale) = &self.stale {
-                let options = engine.cache.settings().policy_options(self.targeted);
+                let options = engine.policy_options(self.targeted, self.key.url());
                 if let Some(refreshed) = stale.refreshed(&self.request, &parts, now, &options) {
                     return self.refreshed(refreshed, now).await;
                 }
@@ -143,7 +143,7 @@ impl Fetch {
             }
         }
         let max_object = engine.cache.settings().max_object_bytes;
-        let options = engine.cache.settings().policy_options(self.targeted);
+        let options = engine.policy_options(self.targeted, self.key.url());
         let mut policy = StoragePolicy::with_options(&self.request, &parts, now, &options);
         if let Some(ttl) = self.txn.as_ref().and_then(|t| t.txn.cache_overrides().ttl) {
             policy = policy.with_time_to_live(now, ttl);

@@ -117,7 +117,7 @@ pub(crate) async fn fill_after_partial(
     head.headers
         .insert(header::CONTENT_LENGTH, HeaderValue::from(total));
     let now = SystemTime::now();
-    let options = settings.policy_options(target.targeted);
+    let options = engine.policy_options(target.targeted, key.url());
     let policy = StoragePolicy::with_options(&whole, &head, now, &options);
     if !policy.is_worth_storing(now) {
         return;

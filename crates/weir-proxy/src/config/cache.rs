@@ -4,6 +4,7 @@ use ipnet::IpNet;
 use serde::Deserialize;
 
 use super::access;
+use super::refresh::RefreshRule;
 use super::units::{ByteSize, Seconds};
 use super::values::{default_allow, networks};
 
@@ -17,6 +18,13 @@ pub struct CacheConfig {
     pub max_object: ByteSize,
     /// Heuristic freshness: this fraction of the time since Last-Modified.
     pub heuristic_fraction: f32,
+    /// The longest heuristic lifetime (Squid's default `refresh_pattern` max: 3 days).
+    pub heuristic_max: Seconds,
+    /// Heuristic freshness by URL, the first matching rule wins.
+    pub refresh: Vec<RefreshRule>,
+    /// Concurrent misses for one URL share one origin fetch (collapsed forwarding).
+    /// Default: true.
+    pub collapse: bool,
     /// Never store a response that sets a cookie, whatever its caching fields say
     /// (Varnish's habit). Default: false, as RFC 9111 leaves it to the origin.
     pub refuse_set_cookie: bool,
@@ -51,6 +59,9 @@ impl Default for CacheConfig {
             memory: ByteSize(256 << 20),
             max_object: ByteSize(64 << 20),
             heuristic_fraction: 0.1,
+            heuristic_max: Seconds::from_secs(3.0 * 86400.0),
+            refresh: Vec::new(),
+            collapse: true,
             refuse_set_cookie: false,
             targeted_field: None,
             max_memory_object: ByteSize(1 << 20),

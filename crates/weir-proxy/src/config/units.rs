@@ -61,7 +61,8 @@ impl<'de> Deserialize<'de> for ByteSize {
     }
 }
 
-/// A duration, written as a number of seconds or a string such as `"500ms"`, `"10s"`, `"2m"`.
+/// A duration, written as a number of seconds or a string such as `"500ms"`, `"10s"`,
+/// `"2m"`, `"3d"`.
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
 pub struct Seconds(pub Duration);
 
@@ -86,9 +87,10 @@ impl Seconds {
             "" | "s" => n,
             "m" | "min" => n * 60.0,
             "h" => n * 3600.0,
+            "d" => n * 86400.0,
             _ => {
                 return Err(format!(
-                    "`{text}` has an unknown time unit (use ms, s, m, h)"
+                    "`{text}` has an unknown time unit (use ms, s, m, h, d)"
                 ))
             }
         };

@@ -170,6 +170,33 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
             format!("{} is not between 0 and 1", cache.heuristic_fraction),
         );
     }
+    if cache.heuristic_max.0.is_zero() && !cache.refresh.is_empty() {
+        report(
+            vec![KeyPath::top("cache").key("heuristic_max")],
+            "0 makes every refresh rule's default max 0; give each rule its own `max`".into(),
+        );
+    }
+    for (i, rule) in cache.refresh.iter().enumerate() {
+        let at = KeyPath::top("cache").key("refresh").index(i);
+        if let Err(e) = crate::refresh::compile(rule) {
+            report(vec![at.clone().key("pattern")], e);
+        }
+        if let Some(p) = rule.percent {
+            if !(0.0..=100.0).contains(&p) {
+                report(
+                    vec![at.clone().key("percent")],
+                    format!("{p} is not between 0 and 100"),
+                );
+            }
+        }
+        let max = rule.max.unwrap_or(cache.heuristic_max);
+        if rule.min.0 > max.0 {
+            report(
+                vec![at.clone().key("min")],
+                format!("min ({:?}) is longer than max ({:?})", rule.min.0, max.0),
+            );
+        }
+    }
     if let Some(field) = &cache.targeted_field {
         if field == http::header::CACHE_CONTROL || field.as_str() == "cdn-cache-control" {
             report(

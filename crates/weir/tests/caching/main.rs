@@ -10,6 +10,7 @@ mod freshness;
 mod helpers;
 mod invalidation;
 mod limits;
+mod refresh;
 mod rfc_rules;
 mod storing;
 mod validation;

@@ -148,6 +148,32 @@ fn targeted_field() {
 }
 
 #[test]
+fn refresh_rules() {
+    fails(
+        "[cache]\nheuristic_max = \"2d\"\n\n[[cache.refresh]]\npattern = \"(\"\n",
+        5,
+        "cache.refresh[0].pattern",
+        "not a regular expression",
+    );
+    fails(
+        "[[cache.refresh]]\npattern = \"x\"\npercent = 150\n",
+        3,
+        "cache.refresh[0].percent",
+        "between 0 and 100",
+    );
+    fails(
+        "[[cache.refresh]]\npattern = \"x\"\nmin = \"2h\"\nmax = \"1h\"\n",
+        3,
+        "cache.refresh[0].min",
+        "longer than max",
+    );
+    let c = parse("[cache]\ncollapse = false\nheuristic_max = \"1d\"\n[[cache.refresh]]\npattern = \"\\\\.jpg$\"\nmin = \"1h\"\n");
+    assert!(!c.cache.collapse);
+    assert_eq!(c.cache.heuristic_max.0.as_secs(), 86400);
+    assert_eq!(c.cache.refresh[0].min.0.as_secs(), 3600);
+}
+
+#[test]
 fn upstream_connections() {
     fails(
         "[upstream]\nmax_connections_per_origin = 0\n",
