@@ -24,6 +24,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::metrics::{ErrorKind, Metrics};
 
+mod proxy_connection;
+
 /// What the guard found, shared with the connection's transactions.
 #[derive(Default)]
 pub(crate) struct FramingReport {
@@ -101,7 +103,9 @@ impl<IO> FramingGuard<IO> {
         }
     }
 
-    fn observe(&mut self, mut data: &[u8]) {
+    /// Follows the bytes hyper is about to read; `data` is still writable so that a
+    /// request head can be mended in place before hyper parses it.
+    fn observe(&mut self, mut data: &mut [u8]) {
         if self.first_read {
             self.first_read = false;
             if data.starts_with(b"PRI * HTTP/2.0") {
@@ -113,14 +117,20 @@ impl<IO> FramingGuard<IO> {
                 State::Off => return,
                 State::Head(buf) => {
                     let start = buf.len().saturating_sub(3);
+                    let chunk_at = buf.len();
                     buf.extend_from_slice(data);
                     match find(&buf[start..], b"\r\n\r\n") {
                         Some(i) => {
                             let end = start + i + 4;
-                            let consumed_here = end - (buf.len() - data.len());
+                            let consumed_here = end - chunk_at;
                             // The buffer is reused for the next head: no allocation per request.
                             let mut head = std::mem::take(buf);
-                            self.head_complete(&head[..end]);
+                            if let Some(at) = self.head_complete(&head[..end]) {
+                                // Only bytes of this read are still ahead of hyper.
+                                if let Some(field) = at.checked_sub(chunk_at) {
+                                    proxy_connection::rewrite(&mut data[field..]);
+                                }
+                            }
                             if let State::Head(next) = &mut self.state {
                                 head.clear();
                                 *next = head;
@@ -201,13 +211,15 @@ impl<IO> FramingGuard<IO> {
                     }
                 }
             };
-            data = &data[used..];
+            data = &mut std::mem::take(&mut data)[used..];
         }
     }
 
-    fn head_complete(&mut self, head: &[u8]) {
+    /// Takes note of a complete request head; returns the offset in `head` of a
+    /// `Proxy-Connection` field to rewrite (see `proxy_connection`).
+    fn head_complete(&mut self, whole: &[u8]) -> Option<usize> {
         // hyper skips empty lines before a request line; so do we.
-        let mut head = head;
+        let mut head = whole;
         while head.starts_with(b"\r\n") {
             head = &head[2..];
         }
@@ -220,7 +232,7 @@ impl<IO> FramingGuard<IO> {
             Ok(httparse::Status::Complete(_))
         ) {
             self.state = State::Off;
-            return;
+            return None;
         }
         self.requests += 1;
         let mut chunked = false;
@@ -261,6 +273,8 @@ impl<IO> FramingGuard<IO> {
                 None => State::Off,
             }
         };
+        proxy_connection::field_to_rewrite(&req)
+            .map(|name| name.as_ptr() as usize - whole.as_ptr() as usize)
     }
 }
 
@@ -279,7 +293,7 @@ impl<IO: AsyncRead + Unpin> AsyncRead for FramingGuard<IO> {
         let r = Pin::new(&mut this.io).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = r {
             if !matches!(this.state, State::Off) {
-                this.observe(&buf.filled()[before..]);
+                this.observe(&mut buf.filled_mut()[before..]);
             }
         }
         r
@@ -407,73 +421,4 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for FramingGuard<IO> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn feed(pieces: &[&[u8]]) -> (u64, Arc<FramingReport>) {
-        let (mut g, report) = FramingGuard::new((), 65536, Arc::new(Metrics::new()));
-        for p in pieces {
-            g.observe(p);
-        }
-        (g.requests, report)
-    }
-
-    #[test]
-    fn follows_fixed_and_chunked_bodies_across_reads() {
-        let (n, report) = feed(&[
-            b"POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhel",
-            b"loPOST /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab",
-            b"c\r\n0\r\n\r\nGET /c HTTP/1.1\r\nHo",
-            b"st: h\r\n\r\n",
-        ]);
-        assert_eq!(n, 3);
-        assert!(!report.is_ambiguous(1) && !report.is_ambiguous(2) && !report.is_ambiguous(3));
-    }
-
-    #[test]
-    fn flags_content_length_with_transfer_encoding() {
-        let (n, report) = feed(&[
-            b"GET / HTTP/1.1\r\nHost: h\r\n\r\n",
-            b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-        ]);
-        assert_eq!(n, 2);
-        assert!(report.is_ambiguous(2));
-        assert!(!report.is_ambiguous(1));
-    }
-
-    #[test]
-    fn a_body_that_looks_like_a_request_is_not_parsed() {
-        let body = b"GET / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n";
-        let head = format!(
-            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\n\r\n",
-            body.len()
-        );
-        let (n, report) = feed(&[head.as_bytes(), body]);
-        assert_eq!(n, 1);
-        assert!(!report.is_ambiguous(1) && !report.is_ambiguous(2));
-    }
-
-    #[test]
-    fn replaces_only_hypers_bare_error_answers() {
-        let hyper_400 = b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
-        let (bytes, kind) = replacement_for(hyper_400).unwrap();
-        let text = String::from_utf8(bytes).unwrap();
-        assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"));
-        assert!(text.ends_with(
-            "\r\n\r\nmalformed request: not a valid HTTP/1.1 request line and header section\n"
-        ));
-        assert_eq!(kind, ErrorKind::BadRequest);
-        let ours = b"HTTP/1.1 400 Bad Request\r\ncache-status: weir; detail=refused\r\ncontent-length: 0\r\n\r\n";
-        assert!(replacement_for(ours).is_none());
-        assert!(replacement_for(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").is_none());
-    }
-
-    #[test]
-    fn steps_aside_for_http2() {
-        let (n, _) = feed(&[
-            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
-            b"GET / HTTP/1.1\r\n\r\n",
-        ]);
-        assert_eq!(n, 0);
-    }
-}
+mod tests;

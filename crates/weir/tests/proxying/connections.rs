@@ -186,3 +186,45 @@ fn idle_client_connections_are_closed_after_client_idle() {
     );
     assert_eq!(origin.count("/ci"), 1);
 }
+
+/// An HTTP/1.0 request for `path` asking to keep the connection with `field`.
+fn http10(origin: &TestOrigin, path: &str, field: &str) -> Vec<u8> {
+    format!(
+        "GET {} HTTP/1.0\r\nHost: {}\r\n{field}\r\n",
+        origin.url(path),
+        origin.addr()
+    )
+    .into_bytes()
+}
+
+#[test]
+fn http10_clients_that_ask_keep_their_connection() {
+    let origin = TestOrigin::start();
+    origin.route("/ten/*", Reply::ok("ten").cc("max-age=60"));
+    let proxy = Proxy::forward();
+    for field in [
+        "Proxy-Connection: keep-alive\r\n",
+        "Connection: keep-alive\r\n",
+    ] {
+        let mut conn = RawConn::connect(proxy.forward_addr());
+        // A miss, then a hit, then another miss, all on one connection.
+        for (i, path) in ["/ten/a", "/ten/a", "/ten/b"].iter().enumerate() {
+            conn.send(&http10(&origin, path, field));
+            let r = conn
+                .read_final(false)
+                .unwrap_or_else(|e| panic!("{field:?}: response {i} on one connection: {e}"));
+            assert_eq!((r.status, r.text().as_str()), (200, "ten"), "{field:?} {i}");
+            assert_eq!(r.header("connection"), Some("keep-alive"), "{field:?} {i}");
+        }
+        // The proxy's own field never reaches the origin.
+        assert!(origin
+            .requests()
+            .iter()
+            .all(|r| r.header("proxy-connection").is_none()));
+    }
+    // Without asking, an HTTP/1.0 connection closes after the response.
+    let mut conn = RawConn::connect(proxy.forward_addr());
+    conn.send(&http10(&origin, "/ten/a", ""));
+    assert_eq!(conn.read_final(false).unwrap().status, 200);
+    assert!(conn.closed_within(Duration::from_secs(2)));
+}

@@ -1,0 +1,90 @@
+//! The framing guard fed the reads hyper would make.
+
+use super::*;
+
+fn feed(pieces: &[&[u8]]) -> (u64, Arc<FramingReport>) {
+    let (mut g, report) = FramingGuard::new((), 65536, Arc::new(Metrics::new()));
+    for p in pieces {
+        g.observe(&mut p.to_vec());
+    }
+    (g.requests, report)
+}
+
+#[test]
+fn follows_fixed_and_chunked_bodies_across_reads() {
+    let (n, report) = feed(&[
+        b"POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhel",
+        b"loPOST /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab",
+        b"c\r\n0\r\n\r\nGET /c HTTP/1.1\r\nHo",
+        b"st: h\r\n\r\n",
+    ]);
+    assert_eq!(n, 3);
+    assert!(!report.is_ambiguous(1) && !report.is_ambiguous(2) && !report.is_ambiguous(3));
+}
+
+#[test]
+fn flags_content_length_with_transfer_encoding() {
+    let (n, report) = feed(&[
+        b"GET / HTTP/1.1\r\nHost: h\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    ]);
+    assert_eq!(n, 2);
+    assert!(report.is_ambiguous(2));
+    assert!(!report.is_ambiguous(1));
+}
+
+#[test]
+fn a_body_that_looks_like_a_request_is_not_parsed() {
+    let body = b"GET / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let (n, report) = feed(&[head.as_bytes(), body]);
+    assert_eq!(n, 1);
+    assert!(!report.is_ambiguous(1) && !report.is_ambiguous(2));
+}
+
+#[test]
+fn replaces_only_hypers_bare_error_answers() {
+    let hyper_400 =
+        b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
+    let (bytes, kind) = replacement_for(hyper_400).unwrap();
+    let text = String::from_utf8(bytes).unwrap();
+    assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"));
+    assert!(text.ends_with(
+        "\r\n\r\nmalformed request: not a valid HTTP/1.1 request line and header section\n"
+    ));
+    assert_eq!(kind, ErrorKind::BadRequest);
+    let ours = b"HTTP/1.1 400 Bad Request\r\ncache-status: weir; detail=refused\r\ncontent-length: 0\r\n\r\n";
+    assert!(replacement_for(ours).is_none());
+    assert!(replacement_for(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").is_none());
+}
+
+#[test]
+fn steps_aside_for_http2() {
+    let (n, _) = feed(&[
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+        b"GET / HTTP/1.1\r\n\r\n",
+    ]);
+    assert_eq!(n, 0);
+}
+
+#[test]
+fn renames_proxy_connection_of_an_http10_head_in_place() {
+    let (mut g, _) = FramingGuard::new((), 65536, Arc::new(Metrics::new()));
+    let mut read =
+        b"GET http://h/ HTTP/1.0\r\nHost: h\r\nProxy-Connection: keep-alive\r\n\r\n".to_vec();
+    g.observe(&mut read);
+    assert_eq!(
+        &read[..],
+        &b"GET http://h/ HTTP/1.0\r\nHost: h\r\nConnection:       keep-alive\r\n\r\n"[..]
+    );
+    // A field that came in an earlier read is already hyper's: left alone.
+    let mut first = b"GET http://h/ HTTP/1.0\r\nProxy-Connection: keep-alive\r\n".to_vec();
+    let mut second = b"Host: h\r\n\r\n".to_vec();
+    g.observe(&mut first);
+    g.observe(&mut second);
+    assert!(first.starts_with(b"GET http://h/ HTTP/1.0\r\nProxy-Connection"));
+    assert_eq!(g.requests, 2);
+}
