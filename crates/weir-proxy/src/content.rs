@@ -170,12 +170,13 @@ fn parse(url: &str) -> Result<(Target, CacheKey), ContentError> {
     if host.is_empty() {
         return Err(bad());
     }
+    let port = crate::config::authority_port(authority).map_err(|_| bad())?;
     let host_header = authority.as_str().trim_end_matches(":80");
     let host_value = HeaderValue::from_str(host_header).map_err(|_| bad())?;
     let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
     let key = CacheKey::for_url("http", host_header, &path_and_query);
     let target = Target {
-        origin: OriginAddr::http(host, authority.port_u16().unwrap_or(80)),
+        origin: OriginAddr::http(host, port.unwrap_or(80)),
         host: host_value,
         path_and_query,
         targeted: true,

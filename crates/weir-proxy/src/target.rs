@@ -71,15 +71,15 @@ fn locate(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
             if host.is_empty() {
                 return Err(ProxyError::bad_request("the URL has no host"));
             }
-            let port = authority.port_u16().unwrap_or(80);
+            let port = checked_port(authority)?;
             // RFC 9112 §3.2.2: the target URI's authority replaces any Host received.
-            let host_header = match authority.port_u16() {
+            let host_header = match port {
                 Some(80) => HeaderValue::from_str(authority.as_str().trim_end_matches(":80")),
                 _ => HeaderValue::from_str(authority.as_str()),
             }
             .map_err(|_| ProxyError::bad_request("invalid host in the URL"))?;
             Ok(Target {
-                origin: OriginAddr::http(host, port),
+                origin: OriginAddr::http(host, port.unwrap_or(80)),
                 host: host_header,
                 path_and_query,
                 targeted: false,
@@ -89,8 +89,11 @@ fn locate(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
             // RFC 9112 §3.2.2: a target in absolute form (or HTTP/2's :authority)
             // names the host; a Host field beside it is ignored.
             let host = match uri.authority() {
-                Some(a) => HeaderValue::from_str(a.as_str())
-                    .map_err(|_| ProxyError::bad_request("invalid authority in the target"))?,
+                Some(a) => {
+                    checked_port(a)?;
+                    HeaderValue::from_str(a.as_str())
+                        .map_err(|_| ProxyError::bad_request("invalid authority in the target"))?
+                }
                 None => match req.headers.get(header::HOST) {
                     Some(h) => h.clone(),
                     None => return Err(ProxyError::bad_request("missing Host header")),
@@ -115,6 +118,11 @@ fn locate(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
             })
         }
     }
+}
+
+/// The port a request's authority names, if any; one outside 1–65535 is a 400.
+fn checked_port(authority: &http::uri::Authority) -> Result<Option<u16>, ProxyError> {
+    crate::config::authority_port(authority).map_err(ProxyError::bad_request)
 }
 
 /// Where a request on a transparent listener goes: the host its `Host` header names
@@ -153,14 +161,14 @@ fn transparent_target(
             if host.is_empty() {
                 return Err(ProxyError::bad_request("the Host header names no host"));
             }
-            let port = authority.port_u16().unwrap_or(80);
+            let port = checked_port(&authority)?;
             // The cache key's authority, as forward mode writes it: `:80` left out.
-            let header = match authority.port_u16() {
+            let header = match port {
                 Some(80) => HeaderValue::from_str(authority.as_str().trim_end_matches(":80")),
                 _ => HeaderValue::from_str(authority.as_str()),
             }
             .map_err(|_| ProxyError::bad_request("invalid Host header"))?;
-            let origin = OriginAddr::http(host.to_ascii_lowercase(), port);
+            let origin = OriginAddr::http(host.to_ascii_lowercase(), port.unwrap_or(80));
             (origin, header)
         }
         None => {

@@ -34,7 +34,7 @@ pub use error::ConfigError;
 pub use limits::{LimitsConfig, TimeoutsConfig, UpstreamConfig};
 pub use listen::{ListenConfig, ListenMode, RouteConfig};
 pub use module::ModuleConfig;
-pub use origin::{load_ca_file, OriginConfig, OriginProtocol, OriginUrl};
+pub use origin::{authority_port, load_ca_file, OriginConfig, OriginProtocol, OriginUrl};
 pub use process::{AdminConfig, LogConfig, LogDestination, LogFormat, Scheduler, ServerConfig};
 pub use refresh::RefreshRule;
 pub use tls::{CertConfig, TlsConfig};

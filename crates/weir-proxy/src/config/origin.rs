@@ -56,7 +56,9 @@ impl OriginUrl {
         if host.is_empty() {
             return Err(format!("`{text}` has no host"));
         }
-        let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        let port = authority_port(&authority)
+            .map_err(|e| format!("`{text}`: {e}"))?
+            .unwrap_or(if tls { 443 } else { 80 });
         Ok(OriginUrl {
             tls,
             host,
@@ -69,6 +71,27 @@ impl OriginUrl {
     /// port written or left out makes no difference).
     pub fn same_origin(&self, other: &OriginUrl) -> bool {
         self.tls == other.tls && self.host == other.host && self.port == other.port
+    }
+}
+
+/// The port an authority names: none when it names none (or leaves it empty, as in
+/// `host:`), an error when it is not a number from 1 to 65535. `http::uri` reads any
+/// digits as a port and gives no number for one that overflows, so without this check
+/// `host:73617` would quietly mean the scheme's default port.
+pub fn authority_port(authority: &http::uri::Authority) -> Result<Option<u16>, String> {
+    let text = authority.as_str();
+    if text.ends_with(']') {
+        return Ok(None);
+    }
+    let Some((_, port)) = text.rsplit_once(':') else {
+        return Ok(None);
+    };
+    if port.is_empty() {
+        return Ok(None);
+    }
+    match port.parse::<u16>() {
+        Ok(n) if n > 0 && port.bytes().all(|b| b.is_ascii_digit()) => Ok(Some(n)),
+        _ => Err(format!("port {port} is not between 1 and 65535")),
     }
 }
 

@@ -50,6 +50,33 @@ fn two_host_headers_get_400() {
 }
 
 #[test]
+fn a_port_outside_the_range_gets_400() {
+    let origin = TestOrigin::start();
+    origin.route("/*", Reply::ok("served"));
+    let mut proxy = Proxy::forward();
+    // 73617 - 65536 = 8081: a port that wrapped must not reach any server, nor port 80.
+    for port in ["73617", "0", "65536"] {
+        let request = format!("GET http://127.0.0.1:{port}/x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        let r = raw_exchange(proxy.forward_addr(), request.as_bytes());
+        assert_raw_plain_error(&r, 400);
+        assert!(
+            r.text().contains("not between 1 and 65535"),
+            "{port}: {}",
+            r.text()
+        );
+    }
+    // A reverse listener refuses an absolute target with such a port too.
+    let reverse = Proxy::reverse(&origin.base());
+    let r = raw_exchange(
+        reverse.reverse_addr(),
+        b"GET http://a.example:99999/x HTTP/1.1\r\nHost: a.example\r\n\r\n",
+    );
+    assert_raw_plain_error(&r, 400);
+    assert_eq!(origin.total(), 0);
+    assert_still_serving(&mut proxy, &origin);
+}
+
+#[test]
 fn origin_form_request_to_a_forward_proxy_gets_400() {
     let origin = TestOrigin::start();
     let mut proxy = Proxy::forward();

@@ -124,3 +124,37 @@ fn bad_url_protocol_and_duplicates() {
         "at least 1",
     );
 }
+
+#[test]
+fn a_port_outside_the_range_is_named() {
+    let listener = "[[listen]]\naddr = \"127.0.0.1:8080\"\nmode = \"reverse\"\n";
+    fails(
+        &format!("{listener}origin = \"http://127.0.0.1:73617\"\n"),
+        4,
+        "listen[0].origin",
+        "port 73617 is not between 1 and 65535",
+    );
+    fails(
+        &format!(
+            "{listener}origin = \"http://127.0.0.1:8081\"\n  [[listen.route]]\n  origin = \"http://a.example:0\"\n"
+        ),
+        6,
+        "listen[0].route[0].origin",
+        "port 0 is not between 1 and 65535",
+    );
+    fails(
+        &format!("{REVERSE}[[origin]]\nurl = \"https://img.example:65536\"\n"),
+        7,
+        "origin[0].url",
+        "port 65536 is not between 1 and 65535",
+    );
+    for (text, port) in [
+        ("http://a.example:65535", Some(65535)),
+        ("http://a.example:", None),
+        ("http://[::1]", None),
+        ("http://[::1]:8080", Some(8080)),
+    ] {
+        let authority: http::uri::Authority = text[7..].parse().unwrap();
+        assert_eq!(authority_port(&authority), Ok(port), "{text}");
+    }
+}
