@@ -268,6 +268,59 @@ fn check_reports_file_line_and_key_of_the_first_error() {
 }
 
 #[test]
+fn check_refuses_paths_that_run_could_not_use() {
+    let dir = temp_dir("check-paths");
+    let file = dir.join("a-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let cases = [
+        (
+            format!(
+                "[log]\naccess = {:?}\n",
+                dir.join("no-such-dir/access.log").display().to_string()
+            ),
+            2,
+            "log.access",
+            "does not exist",
+        ),
+        (
+            format!("[log]\naccess = {:?}\n", dir.display().to_string()),
+            2,
+            "log.access",
+            "is a directory",
+        ),
+        (
+            format!(
+                "[cache]\ndisk = {{ path = {:?}, size = \"100MiB\" }}\n",
+                file.display().to_string()
+            ),
+            2,
+            "cache.disk",
+            "is not a directory",
+        ),
+    ];
+    for (i, (text, line, key, needle)) in cases.into_iter().enumerate() {
+        let path = dir.join(format!("paths-{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        for command in ["check", "run"] {
+            let out = run_weir(
+                &[command, "--config", path.to_str().unwrap()],
+                Duration::from_secs(10),
+            );
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{command} {i}; stderr:\n{stderr}"
+            );
+            let (got_line, got_key, message) = error_line(&stderr, &path);
+            assert_eq!((got_line, got_key.as_str()), (line, key), "{command} {i}");
+            assert!(message.contains(needle), "{command} {i}: {message}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn run_refuses_an_invalid_configuration() {
     let dir = temp_dir("run-bad");
     let path = dir.join("weir.toml");

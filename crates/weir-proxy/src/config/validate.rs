@@ -6,6 +6,7 @@ use super::cache::DiskConfig;
 use super::error::Issue;
 use super::listen::{ListenConfig, ListenMode};
 use super::origin::OriginUrl;
+use super::process::LogDestination;
 use super::spans::KeyPath;
 use super::whole::Config;
 
@@ -123,6 +124,12 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
         let at = KeyPath::top("cache").key("disk");
         if path.as_os_str().is_empty() {
             report(vec![at.clone()], "`path` must not be empty".into());
+        } else if path.exists() && !path.is_dir() {
+            // The disk tier would start without storing anything; say so now.
+            report(
+                vec![at.clone()],
+                format!("`path` {} exists and is not a directory", path.display()),
+            );
         }
         if size.0 == 0 {
             report(vec![at.clone()], "`size` must be greater than 0".into());
@@ -288,8 +295,33 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
             vec![KeyPath::top("log").key("access")],
             "must not be empty (use \"off\" to disable the access log)".into(),
         );
+    } else if let LogDestination::File(path) = config.log.destination() {
+        if let Some(problem) = access_log_problem(&path) {
+            report(vec![KeyPath::top("log").key("access")], problem);
+        }
     }
     issues
+}
+
+/// Why the access log could not be opened at `path` (the same checks `weir run` would
+/// fail on), if it could not: its directory must exist, and it must not be a
+/// directory itself.
+fn access_log_problem(path: &std::path::Path) -> Option<String> {
+    if path.is_dir() {
+        return Some(format!("{} is a directory, not a file", path.display()));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Some(format!(
+            "the directory {} of {} does not exist",
+            dir.display(),
+            path.display()
+        ));
+    }
+    None
 }
 
 /// TLS and the PROXY protocol on one listener: what its mode allows, and every
