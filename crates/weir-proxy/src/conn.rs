@@ -16,6 +16,8 @@ pub(crate) struct ListenerInfo {
     pub mode: ListenMode,
     pub allow: Vec<ipnet::IpNet>,
     pub connect_ports: Vec<u16>,
+    /// Forward mode: the ports plain requests may go to.
+    pub safe_ports: Vec<std::ops::RangeInclusive<u16>>,
     pub router: Option<Router>,
     /// Clients that may PURGE (`[cache] purge_from`).
     pub purge_from: Vec<ipnet::IpNet>,

@@ -198,6 +198,7 @@ impl Server {
                 mode: l.mode,
                 allow: l.allow.clone(),
                 connect_ports: l.connect_ports.clone(),
+                safe_ports: l.safe_port_ranges(),
                 router,
                 purge_from: config.cache.purge_from.clone(),
                 targeted_fields: l.obeys_targeted_fields(),

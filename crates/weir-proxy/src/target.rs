@@ -72,6 +72,12 @@ fn locate(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
                 return Err(ProxyError::bad_request("the URL has no host"));
             }
             let port = checked_port(authority)?;
+            let to = port.unwrap_or(80);
+            if !conn.listener.safe_ports.iter().any(|r| r.contains(&to)) {
+                return Err(ProxyError::forbidden(format!(
+                    "requests to port {to} are not allowed through this proxy"
+                )));
+            }
             // RFC 9112 §3.2.2: the target URI's authority replaces any Host received.
             let host_header = match port {
                 Some(80) => HeaderValue::from_str(authority.as_str().trim_end_matches(":80")),
@@ -79,7 +85,7 @@ fn locate(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
             }
             .map_err(|_| ProxyError::bad_request("invalid host in the URL"))?;
             Ok(Target {
-                origin: OriginAddr::http(host, port.unwrap_or(80)),
+                origin: OriginAddr::http(host, to),
                 host: host_header,
                 path_and_query,
                 targeted: false,

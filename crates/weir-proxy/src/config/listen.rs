@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use ipnet::IpNet;
 use serde::Deserialize;
 
+use super::ports::{default_safe_ports, PortSpec};
 use super::tls::TlsConfig;
 use super::values::{default_allow, networks};
 
@@ -54,6 +55,11 @@ pub struct ListenConfig {
     /// Forward mode: ports CONNECT may tunnel to.
     #[serde(default = "default_connect_ports")]
     pub connect_ports: Vec<u16>,
+    /// Forward mode: ports plain requests may go to (Squid's `Safe_ports`): ports and
+    /// `"LOW-HIGH"` ranges. Default: 80, 443, 21, 70, 210, 280, 488, 591, 777 and
+    /// 1025-65535.
+    #[serde(default = "default_safe_ports")]
+    pub safe_ports: Vec<PortSpec>,
     /// The modules that apply to this listener, by `[[module]]` name. They run in the
     /// order of the `[[module]]` list, whatever the order here; disabled ones are not
     /// loaded. `None` (no `modules` key): every enabled module.
@@ -98,6 +104,16 @@ pub struct RouteConfig {
     /// matches; absent: the listener's.
     #[serde(default)]
     pub modules: Option<Vec<String>>,
+}
+
+impl ListenConfig {
+    /// The ports of `safe_ports` (entries `weir check` refused are left out).
+    pub fn safe_port_ranges(&self) -> Vec<std::ops::RangeInclusive<u16>> {
+        self.safe_ports
+            .iter()
+            .filter_map(|p| p.range().ok())
+            .collect()
+    }
 }
 
 pub(super) fn default_connect_ports() -> Vec<u16> {

@@ -90,6 +90,11 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
             }
         }
         check_listener_tls(listener, &at, &mut report);
+        for (k, port) in listener.safe_ports.iter().enumerate() {
+            if let Err(e) = port.range() {
+                report(vec![at.clone().key("safe_ports").index(k)], e);
+            }
+        }
         for (k, port) in listener.connect_ports.iter().enumerate() {
             if *port == 0 {
                 report(

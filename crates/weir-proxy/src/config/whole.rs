@@ -57,6 +57,7 @@ impl Default for Config {
                 origin: None,
                 route: Vec::new(),
                 connect_ports: default_connect_ports(),
+                safe_ports: super::ports::default_safe_ports(),
                 modules: None,
                 tls: None,
                 proxy_protocol: false,

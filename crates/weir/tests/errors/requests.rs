@@ -77,6 +77,53 @@ fn a_port_outside_the_range_gets_400() {
 }
 
 #[test]
+fn forward_requests_to_unsafe_ports_get_403() {
+    let origin = TestOrigin::start();
+    origin.route("/*", Reply::ok("served"));
+    let mut proxy = Proxy::forward();
+    // Squid's Safe_ports by default: ssh and smtp are not among them.
+    for port in [22, 25] {
+        let request = format!("GET http://127.0.0.1:{port}/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+        let r = raw_exchange(proxy.forward_addr(), request.as_bytes());
+        assert_raw_plain_error(&r, 403);
+        assert!(r.text().contains(&format!("port {port}")), "{}", r.text());
+    }
+    assert_still_serving(&mut proxy, &origin);
+    // An operator's own list: the origin's port left out, then let in.
+    let port = origin.addr().port();
+    let narrow = Proxy::builder()
+        .forward()
+        .listener_line("safe_ports = [80, 443]")
+        .start();
+    let r = raw_exchange(
+        narrow.forward_addr(),
+        format!(
+            "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n",
+            origin.url("/x"),
+            origin.addr()
+        )
+        .as_bytes(),
+    );
+    assert_raw_plain_error(&r, 403);
+    let before = origin.total();
+    let wide = Proxy::builder()
+        .forward()
+        .listener_line(&format!("safe_ports = [80, \"{port}-{port}\"]"))
+        .start();
+    let r = raw_exchange(
+        wide.forward_addr(),
+        format!(
+            "GET {} HTTP/1.1\r\nHost: {}\r\n\r\n",
+            origin.url("/x"),
+            origin.addr()
+        )
+        .as_bytes(),
+    );
+    assert_eq!((r.status, r.text().as_str()), (200, "served"));
+    assert_eq!(origin.total(), before + 1);
+}
+
+#[test]
 fn origin_form_request_to_a_forward_proxy_gets_400() {
     let origin = TestOrigin::start();
     let mut proxy = Proxy::forward();

@@ -184,6 +184,29 @@ fn upstream_connections() {
 }
 
 #[test]
+fn safe_ports() {
+    let head = "[[listen]]\naddr = \"127.0.0.1:3128\"\nmode = \"forward\"\n";
+    fails(
+        &format!("{head}safe_ports = [80,\n  \"1025-x\"]\n"),
+        5,
+        "listen[0].safe_ports[1]",
+        "is not a port or a range",
+    );
+    fails(
+        &format!("{head}safe_ports = [0]\n"),
+        4,
+        "listen[0].safe_ports[0]",
+        "port 0 is not between 1 and 65535",
+    );
+    let c = parse(&format!("{head}safe_ports = [80, \"8000-8999\"]\n"));
+    assert_eq!(c.listen[0].safe_port_ranges(), [80..=80, 8000..=8999]);
+    let c = parse(head);
+    let default = c.listen[0].safe_port_ranges();
+    assert!(default.iter().any(|r| r.contains(&80)) && default.iter().any(|r| r.contains(&8080)));
+    assert!(!default.iter().any(|r| r.contains(&22)));
+}
+
+#[test]
 fn connect_ports_nonzero() {
     let text =
         "[[listen]]\naddr = \"127.0.0.1:3128\"\nmode = \"forward\"\nconnect_ports = [443,\n  0]\n";
