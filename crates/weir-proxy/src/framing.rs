@@ -13,6 +13,9 @@
 //! bare status line (400, 414 or 431, `content-length: 0`, connection closing) that
 //! never reaches the service. The guard replaces that answer with the same status and
 //! a short plain-text reason, and counts it, so that every refusal explains itself.
+//! For heads that are too large it gives the service's own status and reason
+//! (`headers::head_refusal`), so a head over the limit gets the same answer whether it
+//! is one long field, many fields or a long target.
 
 use std::io;
 use std::pin::Pin;
@@ -22,6 +25,7 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::headers::{head_too_large, too_many_fields, MAX_REQUEST_FIELDS};
 use crate::metrics::{ErrorKind, Metrics};
 
 mod proxy_connection;
@@ -57,7 +61,12 @@ pub(crate) struct FramingGuard<IO> {
     state: State,
     requests: u64,
     first_read: bool,
+    /// `limits.max_request_header`, for the reasons of hyper's 431 and 414.
+    header_limit: usize,
+    /// Past this many bytes hyper refuses a head (its buffer) and the guard stops.
     head_limit: usize,
+    /// The last head had more fields than a request may carry.
+    too_many_fields: bool,
     report: Arc<FramingReport>,
     metrics: Arc<Metrics>,
     /// A replacement for hyper's bare error answer, being written: (bytes, written,
@@ -66,7 +75,7 @@ pub(crate) struct FramingGuard<IO> {
 }
 
 impl<IO> FramingGuard<IO> {
-    pub fn new(io: IO, head_limit: usize, metrics: Arc<Metrics>) -> (Self, Arc<FramingReport>) {
+    pub fn new(io: IO, header_limit: usize, metrics: Arc<Metrics>) -> (Self, Arc<FramingReport>) {
         let report = Arc::new(FramingReport::default());
         (
             FramingGuard {
@@ -74,7 +83,9 @@ impl<IO> FramingGuard<IO> {
                 state: State::Head(Vec::new()),
                 requests: 0,
                 first_read: true,
-                head_limit,
+                header_limit,
+                head_limit: 2 * header_limit + 8192,
+                too_many_fields: false,
                 report: report.clone(),
                 metrics,
                 replacing: None,
@@ -225,14 +236,16 @@ impl<IO> FramingGuard<IO> {
         }
         // Uninitialised slots: this runs on every request, and filling 256 empty headers
         // first cost more than the parse.
-        let mut fields = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; 256];
+        let mut fields =
+            [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_REQUEST_FIELDS];
         let mut req = httparse::Request::new(&mut []);
-        if !matches!(
-            req.parse_with_uninit_headers(head, &mut fields),
-            Ok(httparse::Status::Complete(_))
-        ) {
-            self.state = State::Off;
-            return None;
+        match req.parse_with_uninit_headers(head, &mut fields) {
+            Ok(httparse::Status::Complete(_)) => {}
+            parsed => {
+                self.too_many_fields = matches!(parsed, Err(httparse::Error::TooManyHeaders));
+                self.state = State::Off;
+                return None;
+            }
         }
         self.requests += 1;
         let mut chunked = false;
@@ -278,6 +291,9 @@ impl<IO> FramingGuard<IO> {
     }
 }
 
+/// The longest request target hyper's HTTP/1 parser takes.
+const HYPER_MAX_TARGET: usize = u16::MAX as usize - 1;
+
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     memchr::memmem::find(hay, needle)
 }
@@ -301,26 +317,41 @@ impl<IO: AsyncRead + Unpin> AsyncRead for FramingGuard<IO> {
 }
 
 /// If `head` is hyper's own answer to an unparseable request, the answer to send
-/// instead: same status, a reason, and Weir's usual headers.
-fn replacement_for(head: &[u8]) -> Option<(Vec<u8>, ErrorKind)> {
+/// instead: a reason, and Weir's usual headers. A head too large gets the service's
+/// answer to one over `header_limit` (or with too many fields): hyper's 414 for a
+/// target over 65,534 bytes is kept only when the limit allows such a target.
+fn replacement_for(
+    head: &[u8],
+    header_limit: usize,
+    too_many: bool,
+) -> Option<(Vec<u8>, ErrorKind)> {
+    const TOO_LARGE: &str = "431 Request Header Fields Too Large";
+    let too_large = || {
+        let reason = if too_many {
+            too_many_fields()
+        } else {
+            head_too_large(header_limit)
+        };
+        (TOO_LARGE, ErrorKind::HeaderTooLarge, reason)
+    };
     let (status, kind, reason) = if head.starts_with(b"HTTP/1.1 400 ") {
         (
             "400 Bad Request",
             ErrorKind::BadRequest,
-            "malformed request: not a valid HTTP/1.1 request line and header section",
+            "malformed request: not a valid HTTP/1.1 request line and header section".into(),
         )
     } else if head.starts_with(b"HTTP/1.1 431 ") {
-        (
-            "431 Request Header Fields Too Large",
-            ErrorKind::HeaderTooLarge,
-            "request header section too large",
-        )
+        too_large()
     } else if head.starts_with(b"HTTP/1.1 414 ") {
-        (
-            "414 URI Too Long",
-            ErrorKind::BadRequest,
-            "request target too long",
-        )
+        if header_limit < HYPER_MAX_TARGET {
+            too_large()
+        } else {
+            (
+                "414 URI Too Long",
+                ErrorKind::BadRequest,
+                "request target too long".into(),
+            )
+        }
     } else {
         return None;
     };
@@ -363,7 +394,7 @@ impl<IO: AsyncWrite + Unpin> FramingGuard<IO> {
     }
 
     fn start_replacing(&mut self, head: &[u8]) -> bool {
-        match replacement_for(head) {
+        match replacement_for(head, self.header_limit, self.too_many_fields) {
             Some((bytes, kind)) => {
                 self.metrics.error(kind);
                 self.replacing = Some((bytes, 0, head.len()));

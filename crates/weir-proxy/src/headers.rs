@@ -139,6 +139,35 @@ pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
         .ok()
 }
 
+/// The most header fields a request may carry, as Apache's `LimitRequestFields` bounds
+/// them: hyper's HTTP/1 parser gets this many slots, and HTTP/2 requests are held to
+/// the same number.
+pub(crate) const MAX_REQUEST_FIELDS: usize = 256;
+
+/// Why a request head is refused with 431, if it is: `fields` header fields, and
+/// `bytes` of target plus fields (as [`header_section_len`] counts them) against
+/// `limit`. Every HTTP version, and hyper's own refusals through the framing guard,
+/// give these same reasons, so the limit is one whatever the head's shape.
+pub(crate) fn head_refusal(fields: usize, bytes: usize, limit: usize) -> Option<String> {
+    if fields > MAX_REQUEST_FIELDS {
+        Some(too_many_fields())
+    } else if bytes > limit {
+        Some(head_too_large(limit))
+    } else {
+        None
+    }
+}
+
+/// The reason for a head with more than [`MAX_REQUEST_FIELDS`] fields.
+pub(crate) fn too_many_fields() -> String {
+    format!("more than {MAX_REQUEST_FIELDS} header fields")
+}
+
+/// The reason for a head over the byte limit.
+pub(crate) fn head_too_large(limit: usize) -> String {
+    format!("request header section is larger than {limit} bytes")
+}
+
 /// Size of the request header section as received (approximately: field names,
 /// values and separators).
 pub(crate) fn header_section_len(headers: &HeaderMap) -> usize {

@@ -139,11 +139,12 @@ async fn transact(
         .closing());
     }
     let limit = engine.limits.max_request_header.0 as usize;
-    if headers::header_section_len(req.headers()) + uri_len(req.uri()) > limit {
+    let bytes = headers::header_section_len(req.headers()) + uri_len(req.uri());
+    if let Some(reason) = headers::head_refusal(req.headers().len(), bytes, limit) {
         return Err(ProxyError::new(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorKind::HeaderTooLarge,
-            format!("request header section is larger than {limit} bytes"),
+            reason,
         ));
     }
     let (mut parts, body) = req.into_parts();

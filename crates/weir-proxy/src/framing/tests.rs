@@ -49,7 +49,7 @@ fn a_body_that_looks_like_a_request_is_not_parsed() {
 fn replaces_only_hypers_bare_error_answers() {
     let hyper_400 =
         b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
-    let (bytes, kind) = replacement_for(hyper_400).unwrap();
+    let (bytes, kind) = replacement_for(hyper_400, 32768, false).unwrap();
     let text = String::from_utf8(bytes).unwrap();
     assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"));
     assert!(text.ends_with(
@@ -57,8 +57,13 @@ fn replaces_only_hypers_bare_error_answers() {
     ));
     assert_eq!(kind, ErrorKind::BadRequest);
     let ours = b"HTTP/1.1 400 Bad Request\r\ncache-status: weir; detail=refused\r\ncontent-length: 0\r\n\r\n";
-    assert!(replacement_for(ours).is_none());
-    assert!(replacement_for(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").is_none());
+    assert!(replacement_for(ours, 32768, false).is_none());
+    assert!(replacement_for(
+        b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n",
+        32768,
+        false
+    )
+    .is_none());
 }
 
 #[test]
@@ -87,4 +92,52 @@ fn renames_proxy_connection_of_an_http10_head_in_place() {
     g.observe(&mut second);
     assert!(first.starts_with(b"GET http://h/ HTTP/1.0\r\nProxy-Connection"));
     assert_eq!(g.requests, 2);
+}
+
+#[test]
+fn hypers_refusals_of_large_heads_say_what_the_service_says() {
+    let bare = |status: &str| {
+        format!("HTTP/1.1 {status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n")
+    };
+    let text = |r: Option<(Vec<u8>, ErrorKind)>| String::from_utf8(r.unwrap().0).unwrap();
+    let big = text(replacement_for(
+        bare("431 Request Header Fields Too Large").as_bytes(),
+        32768,
+        false,
+    ));
+    assert!(
+        big.ends_with("request header section is larger than 32768 bytes\n"),
+        "{big}"
+    );
+    let many = text(replacement_for(
+        bare("431 Request Header Fields Too Large").as_bytes(),
+        32768,
+        true,
+    ));
+    assert!(many.ends_with("more than 256 header fields\n"), "{many}");
+    // A target over hyper's 65,534 bytes is over a 32 KiB limit too: 431, not 414.
+    let long = text(replacement_for(
+        bare("414 URI Too Long").as_bytes(),
+        32768,
+        false,
+    ));
+    assert!(long.starts_with("HTTP/1.1 431 "), "{long}");
+    let allowed = text(replacement_for(
+        bare("414 URI Too Long").as_bytes(),
+        1 << 20,
+        false,
+    ));
+    assert!(allowed.starts_with("HTTP/1.1 414 "), "{allowed}");
+}
+
+#[test]
+fn notes_a_head_with_too_many_fields() {
+    let (mut g, _) = FramingGuard::new((), 65536, Arc::new(Metrics::new()));
+    let mut head = b"GET / HTTP/1.1\r\n".to_vec();
+    for i in 0..=MAX_REQUEST_FIELDS {
+        head.extend_from_slice(format!("x{i}: y\r\n").as_bytes());
+    }
+    head.extend_from_slice(b"\r\n");
+    g.observe(&mut head);
+    assert!(g.too_many_fields);
 }

@@ -48,7 +48,7 @@ pub(super) async fn accept_loop(
     connections: Arc<ConnectionCount>,
     workers: Arc<Workers>,
 ) {
-    let head_limit = 2 * engine.limits.max_request_header.0 as usize + 8192;
+    let header_limit = engine.limits.max_request_header.0 as usize;
     loop {
         let (stream, client) = match listener.accept().await {
             Ok(c) => c,
@@ -88,7 +88,7 @@ pub(super) async fn accept_loop(
             };
             if let Some(est) = established {
                 let (stream, framing) =
-                    FramingGuard::new(est.io, head_limit, engine.metrics.clone());
+                    FramingGuard::new(est.io, header_limit, engine.metrics.clone());
                 // Checked against the client a PROXY header named, when there was one.
                 let ip = est.client.ip().to_canonical();
                 let conn = Arc::new(ConnInfo {

@@ -68,7 +68,7 @@ impl Protocols {
             // Requests over our own limit get a 431 with a reason from the service;
             // hyper's own buffer limit (a bare 431) is only reached far beyond it.
             .max_buf_size((2 * header_limit + 8192).max(16384))
-            .max_headers(256)
+            .max_headers(crate::headers::MAX_REQUEST_FIELDS)
             .pipeline_flush(false);
         let mut h2 = http2::Builder::new(TokioExecutor::new());
         h2.timer(TokioTimer::new())

@@ -6,6 +6,7 @@
 mod common;
 
 mod clients;
+mod heads;
 mod helpers;
 mod origins;
 mod requests;
