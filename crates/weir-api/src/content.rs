@@ -31,6 +31,8 @@ pub struct ObjectInfo {
     /// Invalidation tags: those attached by modules ([`crate::CacheOverrides::tags`])
     /// and those of the response's tag headers (`Surrogate-Key`, `Cache-Tag`).
     pub tags: Vec<String>,
+    /// The cache groups of its origin it belongs to (RFC 9875 `Cache-Groups`).
+    pub groups: Vec<String>,
 }
 
 /// A stored body, read chunk by chunk (a disk tier streams it).

@@ -219,7 +219,8 @@ impl Cache {
     }
 
     /// Stores a complete response to `request` under the URL key `key`, as a variant
-    /// when it carries `Vary`, with the tags of its tag headers added to its own.
+    /// when it carries `Vary`, with the tags of its tag headers and its `Cache-Groups`
+    /// added to its own.
     /// Returns whether it was stored: not when an invalidation since `ticket` applies
     /// to it.
     pub fn store(
@@ -232,7 +233,12 @@ impl Cache {
         if object.varies_on_everything() || object.body.len() > self.settings.max_object_bytes {
             return false;
         }
-        let tags = crate::tags::from_headers(&object.headers, &self.settings.tag_headers);
+        let mut tags = crate::tags::from_headers(&object.headers, &self.settings.tag_headers);
+        tags.extend(
+            crate::groups::group_names(&object.headers, &crate::groups::CACHE_GROUPS)
+                .iter()
+                .map(|g| crate::groups::group_tag(g)),
+        );
         let object = Arc::new(object.add_tags(tags));
         let Some(_permit) = self.invalidations.permit(ticket, key.url(), &object.tags) else {
             self.stats.refused();

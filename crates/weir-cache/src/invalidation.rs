@@ -30,6 +30,14 @@ pub enum Invalidation {
     Prefix(String),
     /// Every object carrying this tag.
     Tag(String),
+    /// Every object of `origin` (`http://authority`) in any of these groups
+    /// (RFC 9875 `Cache-Groups`).
+    Groups {
+        /// `http://authority`, as cache keys begin.
+        origin: String,
+        /// Group names (case-sensitive).
+        names: Vec<String>,
+    },
 }
 
 impl Invalidation {
@@ -39,15 +47,32 @@ impl Invalidation {
             Invalidation::Url(u) => u == url,
             Invalidation::Prefix(p) => url.starts_with(p.as_str()),
             Invalidation::Tag(t) => tags.iter().any(|x| x == t),
+            Invalidation::Groups { origin, names } => {
+                crate::groups::in_origin(url, origin)
+                    && tags.iter().any(|t| {
+                        crate::groups::group_of_tag(t).is_some_and(|g| names.iter().any(|n| n == g))
+                    })
+            }
         }
     }
 
-    /// The label of its kind in metrics: `url`, `prefix` or `tag`.
+    /// Whether it may apply to an object of `url` whose tags are not known yet (a
+    /// fetch in flight).
+    pub fn may_match_url(&self, url: &str) -> bool {
+        match self {
+            Invalidation::Tag(_) => true,
+            Invalidation::Groups { origin, .. } => crate::groups::in_origin(url, origin),
+            _ => self.matches(url, &[]),
+        }
+    }
+
+    /// The label of its kind in metrics: `url`, `prefix`, `tag` or `group`.
     pub fn kind(&self) -> &'static str {
         match self {
             Invalidation::Url(_) => "url",
             Invalidation::Prefix(_) => "prefix",
             Invalidation::Tag(_) => "tag",
+            Invalidation::Groups { .. } => "group",
         }
     }
 }
@@ -204,6 +229,19 @@ mod tests {
             .permit(t, "http://h/b", &tags(&["sport", "news"]))
             .is_none());
         assert!(list.permit(t, "http://h/b", &tags(&["sport"])).is_some());
+        let group = |g: &str| crate::groups::group_tag(g);
+        invalidate(
+            &list,
+            Invalidation::Groups {
+                origin: "http://h".into(),
+                names: vec!["g".into()],
+            },
+            now,
+        );
+        assert!(list.permit(t, "http://h/c", &[group("g")]).is_none());
+        assert!(list.permit(t, "http://h/c", &tags(&["g"])).is_some());
+        assert!(list.permit(t, "http://h/c", &[group("G")]).is_some());
+        assert!(list.permit(t, "http://o/c", &[group("g")]).is_some());
         // A fetch that started after them is not affected.
         let later = list.ticket();
         assert!(list.permit(later, "http://h/a", &tags(&["news"])).is_some());

@@ -20,6 +20,7 @@ pub mod directives;
 mod disk;
 mod file_read;
 pub mod freshness;
+pub mod groups;
 mod invalidation;
 mod key;
 mod lock;

@@ -1,5 +1,5 @@
 //! Purges: of a URL (all its variants), of every URL under a prefix, of every object
-//! carrying a tag; and their counts.
+//! carrying a tag or in a group of an origin; and their counts.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -41,7 +41,9 @@ impl Cache {
                     .retain(|url, _| !url.starts_with(prefix.as_str()));
                 self.remove_where(|key, _| key.url().starts_with(prefix.as_str()))
             }
-            Invalidation::Tag(tag) => self.remove_where(|_, tags| tags.iter().any(|t| t == tag)),
+            Invalidation::Tag(_) | Invalidation::Groups { .. } => {
+                self.remove_where(|key, tags| what.matches(key.url(), tags))
+            }
         };
         self.invalidations.done(seq);
         self.stats.removed(&what, removed);
@@ -55,6 +57,7 @@ impl Cache {
             by_url: s.by_url.load(Ordering::Relaxed),
             by_prefix: s.by_prefix.load(Ordering::Relaxed),
             by_tag: s.by_tag.load(Ordering::Relaxed),
+            by_group: s.by_group.load(Ordering::Relaxed),
             refused_stores: s.refused.load(Ordering::Relaxed),
         }
     }
@@ -208,6 +211,43 @@ mod tests {
         assert!(!put(&c, "/img/3", None, &[], t));
         assert!(!put(&c, "/other", None, &[("surrogate-key", "x blue")], t));
         assert!(put(&c, "/other", None, &[("surrogate-key", "x")], t));
+    }
+
+    #[test]
+    fn group_purges_stay_in_their_origin_and_group() {
+        let c = cache();
+        let t = c.ticket();
+        let groups = [("cache-groups", r#""a", "b""#)];
+        assert!(put(&c, "/1", None, &groups, t));
+        assert!(put(
+            &c,
+            "/2",
+            Some("gzip"),
+            &[("cache-groups", r#""b""#)],
+            t
+        ));
+        assert!(put(
+            &c,
+            "/3",
+            None,
+            &[("cache-groups", r#""c""#), ("cache-tag", "a")],
+            t
+        ));
+        let req = get("http://o/1", &[]);
+        let other_origin = CacheKey::for_url("http", "o", "/1");
+        assert!(c.store(&other_origin, &req, object(&req, &groups), t));
+        let purge = |names: &[&str]| Invalidation::Groups {
+            origin: "http://h".into(),
+            names: names.iter().map(|n| n.to_string()).collect(),
+        };
+        assert_eq!(c.purge(purge(&["A"])), 0, "names are case-sensitive");
+        assert_eq!(c.purge(purge(&["b"])), 2);
+        assert!(!fresh(&c, "/1") && fresh(&c, "/3"));
+        assert!(c.objects(&key("/2")).is_empty());
+        assert_eq!(c.objects(&other_origin).len(), 1);
+        assert_eq!(c.purge_stats().by_group, 2);
+        assert!(!put(&c, "/4", None, &[("cache-groups", r#""b""#)], t));
+        assert!(put(&c, "/4", None, &[("cache-tag", "b")], t));
     }
 
     #[test]

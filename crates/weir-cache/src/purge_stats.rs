@@ -17,6 +17,8 @@ pub struct PurgeStats {
     pub by_prefix: u64,
     /// Objects removed by tag.
     pub by_tag: u64,
+    /// Objects removed by cache group (RFC 9875).
+    pub by_group: u64,
     /// Responses refused by [`Cache::store`](crate::Cache::store) because of an invalidation during their
     /// fetch.
     pub refused_stores: u64,
@@ -27,6 +29,7 @@ pub(crate) struct Counters {
     pub(crate) by_url: AtomicU64,
     pub(crate) by_prefix: AtomicU64,
     pub(crate) by_tag: AtomicU64,
+    pub(crate) by_group: AtomicU64,
     pub(crate) refused: AtomicU64,
 }
 
@@ -40,6 +43,7 @@ impl Counters {
             Invalidation::Url(_) => &self.by_url,
             Invalidation::Prefix(_) => &self.by_prefix,
             Invalidation::Tag(_) => &self.by_tag,
+            Invalidation::Groups { .. } => &self.by_group,
         };
         counter.fetch_add(n as u64, Ordering::Relaxed);
     }

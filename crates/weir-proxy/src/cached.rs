@@ -8,7 +8,8 @@ use std::time::SystemTime;
 
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Response, StatusCode};
-use weir_cache::{CacheKey, FlightReader, Join, Lookup, Sharing, StaleUse};
+use weir_cache::groups::{group_names, CACHE_GROUP_INVALIDATION};
+use weir_cache::{CacheKey, FlightReader, Invalidation, Join, Lookup, Sharing, StaleUse};
 
 use crate::body::{ProxyBody, RequestBody};
 use crate::engine::Engine;
@@ -264,10 +265,25 @@ fn not_modified_from(response: &HeaderMap) -> HeaderMap {
     weir_cache::conditional::not_modified_headers(response)
 }
 
+/// The origin of a target as cache keys begin: `http://authority`.
+pub(crate) fn origin_of(target: &Target) -> String {
+    let key = CacheKey::for_url("http", target.host.to_str().unwrap_or(""), "/");
+    let url = key.url();
+    url[..url.len() - 1].to_string()
+}
+
 /// After a successful unsafe request, the target URI and the same-origin URIs in
-/// `Location` and `Content-Location` are invalidated (RFC 9111 §4.4).
+/// `Location` and `Content-Location` are invalidated (RFC 9111 §4.4), and the cache
+/// groups of the target's origin that `Cache-Group-Invalidation` names (RFC 9875).
 pub(crate) fn invalidate_after_write(engine: &Engine, target: &Target, response: &HeaderMap) {
     engine.cache.invalidate(&cache_key(target));
+    let groups = group_names(response, &CACHE_GROUP_INVALIDATION);
+    if !groups.is_empty() {
+        engine.cache.purge(Invalidation::Groups {
+            origin: origin_of(target),
+            names: groups,
+        });
+    }
     let host = target.host.to_str().unwrap_or("");
     for name in [header::LOCATION, header::CONTENT_LOCATION] {
         let Some(v) = response.get(&name).and_then(|v| v.to_str().ok()) else {

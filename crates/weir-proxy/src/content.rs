@@ -10,6 +10,7 @@ use http_body_util::BodyExt;
 use weir_api::{
     BodyReader, BytesBody, ContentError, ContentFuture, ContentManager, ObjectInfo, StoredResponse,
 };
+use weir_cache::groups::group_of_tag;
 use weir_cache::{Cache, CacheKey, CachedObject, Invalidation, StoragePolicy};
 
 use crate::service::{Engine, Target};
@@ -40,6 +41,16 @@ impl EngineContent {
     pub fn purge_url(&self, url: &str) -> Result<usize, ContentError> {
         let (_, key) = parse(url)?;
         Ok(self.cache.invalidate(&key))
+    }
+
+    /// Invalidates the cache groups `names` of `origin` (`http://host[:port]`, a
+    /// trailing `/` allowed); how many objects went. `None` when `origin` is not one.
+    pub fn purge_groups(&self, origin: &str, names: Vec<String>) -> Option<usize> {
+        let origin = normalize_prefix(origin.strip_suffix('/').unwrap_or(origin)).ok()?;
+        if origin["http://".len()..].contains(['/', '?', '#']) {
+            return None;
+        }
+        Some(self.cache.purge(Invalidation::Groups { origin, names }))
     }
 
     /// The largest body the cache stores.
@@ -150,7 +161,17 @@ fn info_of(url: &str, object: &CachedObject, variants: usize) -> ObjectInfo {
         age: object.policy.age(now),
         time_to_live: object.policy.time_to_live(now),
         variants,
-        tags: object.tags.clone(),
+        tags: object
+            .tags
+            .iter()
+            .filter(|t| group_of_tag(t).is_none())
+            .cloned()
+            .collect(),
+        groups: object
+            .tags
+            .iter()
+            .filter_map(|t| group_of_tag(t).map(str::to_string))
+            .collect(),
     }
 }
 
@@ -251,6 +272,10 @@ impl ContentManager for EngineContent {
     }
 
     fn ban_tag(&self, tag: &str) -> Result<usize, ContentError> {
+        // Group memberships are kept as marked tags; a ban by tag never reaches them.
+        if group_of_tag(tag).is_some() {
+            return Ok(0);
+        }
         Ok(self.cache.purge(Invalidation::Tag(tag.to_string())))
     }
 

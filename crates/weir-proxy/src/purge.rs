@@ -1,11 +1,13 @@
 //! The PURGE method on client listeners (as Squid and Varnish take it): removes what is
-//! stored for the request's URL, all variants included. Never forwarded to the origin.
+//! stored for the request's URL, all variants included, or the cache groups its
+//! `Cache-Group-Invalidation` field names. Never forwarded to the origin.
 //! Also: fetches in flight stop taking new readers when an invalidation applies to them.
 
 use std::sync::Arc;
 
 use http::header::HeaderValue;
-use http::{Method, StatusCode};
+use http::{HeaderMap, Method, StatusCode};
+use weir_cache::groups::{group_names, CACHE_GROUP_INVALIDATION};
 use weir_cache::{Cache, Coalescer, Invalidation};
 
 use crate::conn::ConnInfo;
@@ -22,11 +24,14 @@ pub(crate) fn is_purge(method: &Method) -> bool {
 }
 
 /// Answers a PURGE: 403 outside `[cache] purge_from`, 200 when something was removed,
-/// 404 when nothing was stored.
+/// 404 when nothing was stored. With a `Cache-Group-Invalidation` field, it removes
+/// those cache groups of the URL's origin instead of the URL (400 when the field names
+/// no group).
 pub(crate) fn purge(
     engine: &Engine,
     conn: &ConnInfo,
     target: &Target,
+    request: &HeaderMap,
 ) -> Result<Served, ProxyError> {
     let ip = conn.client.ip().to_canonical();
     if !conn.listener.purge_from.iter().any(|n| n.contains(&ip)) {
@@ -35,16 +40,23 @@ pub(crate) fn purge(
         )));
     }
     let key = crate::cached::cache_key(target);
-    let removed = engine.cache.invalidate(&key);
+    let (removed, what) = if request.contains_key(CACHE_GROUP_INVALIDATION) {
+        let names = group_names(request, &CACHE_GROUP_INVALIDATION);
+        if names.is_empty() {
+            return Err(ProxyError::bad_request(
+                "Cache-Group-Invalidation must be a list of quoted strings, e.g. \"a\", \"b\"",
+            ));
+        }
+        let origin = crate::cached::origin_of(target);
+        let what = format!("group(s) {} of {origin}", names.join(", "));
+        let invalidation = Invalidation::Groups { origin, names };
+        (engine.cache.purge(invalidation), what)
+    } else {
+        (engine.cache.invalidate(&key), key.url().to_string())
+    };
     let (status, reason) = match removed {
-        0 => (
-            StatusCode::NOT_FOUND,
-            format!("nothing stored for {}", key.url()),
-        ),
-        n => (
-            StatusCode::OK,
-            format!("purged {n} object(s) of {}", key.url()),
-        ),
+        0 => (StatusCode::NOT_FOUND, format!("nothing stored for {what}")),
+        n => (StatusCode::OK, format!("purged {n} object(s) of {what}")),
     };
     let answer = ProxyError {
         status,
@@ -65,15 +77,13 @@ pub(crate) fn purge(
 /// Makes every invalidation of `cache` detach the fetches in flight it applies to, so
 /// that a request arriving after it starts a fetch of its own instead of being served
 /// what was fetched before. A tag's fetches are not known until their headers are
-/// stored, so a ban by tag detaches every fetch in flight.
+/// stored, so a ban by tag detaches every fetch in flight (a group's, every fetch of
+/// its origin).
 pub(crate) fn detach_flights_on_invalidation(cache: &Cache, flights: &Arc<Coalescer<FlightHead>>) {
     let flights = Arc::downgrade(flights);
     cache.on_invalidate(Box::new(move |what| {
         if let Some(flights) = flights.upgrade() {
-            flights.detach(|key| match what {
-                Invalidation::Tag(_) => true,
-                _ => what.matches(key.url(), &[]),
-            });
+            flights.detach(|key| what.may_match_url(key.url()));
         }
     }));
 }

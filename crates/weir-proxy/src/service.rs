@@ -182,7 +182,7 @@ async fn transact(
     };
     let target = resolve_target(conn, &parts)?;
     if crate::purge::is_purge(&parts.method) {
-        return crate::purge::purge(engine, conn, &target);
+        return crate::purge::purge(engine, conn, &target, &parts.headers);
     }
     match headers::max_forwards(&parts.method, &mut parts.headers) {
         MaxForwards::AnswerHere => return Ok(answer_here(&parts)),

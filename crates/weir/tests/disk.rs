@@ -131,6 +131,60 @@ async fn a_restart_keeps_the_cache_and_large_bodies_stream_from_disk() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[tokio::test]
+async fn cache_groups_survive_a_restart_with_their_objects() {
+    let origin = TestOrigin::start();
+    let grouped = |group: &str| {
+        Reply::ok(format!("in {group}"))
+            .cc("max-age=600")
+            .header("cache-groups", format!("\"{group}\""))
+    };
+    origin.route("/g", grouped("g"));
+    origin.route("/h", grouped("h"));
+    origin.route(
+        "/form",
+        Reply::ok("done").header("cache-group-invalidation", "\"g\""),
+    );
+    let dir = temp_dir("disk-groups");
+    let mut first = forward_with_disk(&dir, &[]);
+    let client = proxied_client(first.forward_addr());
+    for path in ["/g", "/h"] {
+        get(&client, &origin.url(path), &[]).await;
+    }
+    assert!(wait_until(SOON, || metric_value(
+        &first,
+        "weir_cache_disk_entries"
+    ) >= 2.0));
+    first.terminate();
+    assert!(first.exited(Duration::from_secs(15)).await.is_some());
+
+    let second = forward_with_disk(&dir, &[]);
+    assert!(wait_until(SOON, || metric_value(
+        &second,
+        "weir_cache_disk_entries"
+    ) >= 2.0));
+    let client = proxied_client(second.forward_addr());
+    let r = send(
+        &client,
+        "POST",
+        &origin.url("/form"),
+        &[],
+        Some(b"x".to_vec()),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let r = get(&client, &origin.url("/g"), &[]).await;
+    assert!(
+        !is_hit(&r.cache_status()),
+        "its group was read back from disk: {:?}",
+        r.cache_status()
+    );
+    let r = get(&client, &origin.url("/h"), &[]).await;
+    assert!(is_hit(&r.cache_status()), "{:?}", r.cache_status());
+    assert_eq!((origin.count("/g"), origin.count("/h")), (2, 1));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill_9_during_heavy_writes_never_serves_a_damaged_body() {
     const OBJECTS: usize = 400;

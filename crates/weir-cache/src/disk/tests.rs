@@ -427,17 +427,22 @@ async fn the_rebuild_runs_behind_and_does_not_undo_a_purge() {
     let req = request(&[]);
     {
         let c = cache(&dir, 1 << 16);
-        for path in ["/kept", "/purged", "/tagged"] {
+        for path in ["/kept", "/purged", "/tagged", "/grouped"] {
             let tags = if path == "/tagged" {
                 vec!["t1".to_string()]
             } else {
                 vec![]
             };
-            let o = object(&req, b"body", &[]).with_tags(tags);
+            let groups: &[(&str, &str)] = if path == "/grouped" {
+                &[("cache-groups", "\"g\"")]
+            } else {
+                &[]
+            };
+            let o = object(&req, b"body", groups).with_tags(tags);
             assert!(c.store(&key(path), &req, o, c.ticket()));
         }
         c.flush();
-        assert_eq!(c.disk_stats().unwrap().writes, 3);
+        assert_eq!(c.disk_stats().unwrap().writes, 4);
     }
     let settings = DiskSettings {
         path: dir.clone(),
@@ -457,13 +462,18 @@ async fn the_rebuild_runs_behind_and_does_not_undo_a_purge() {
     );
     tier.note(&crate::Invalidation::Url(key("/purged").url().to_string()));
     tier.note(&crate::Invalidation::Tag("t1".into()));
+    // The group's membership was read back from the file.
+    tier.note(&crate::Invalidation::Groups {
+        origin: key("/").url().trim_end_matches('/').to_string(),
+        names: vec!["g".into()],
+    });
     start.wait();
     tier.wait_loaded();
     let stats = tier.stats();
     assert!(!stats.loading);
     assert_eq!(stats.entries, 1);
     assert!(tier.find(&key("/kept"), &HeaderMap::new()).is_some());
-    for gone in ["/purged", "/tagged", "/new"] {
+    for gone in ["/purged", "/tagged", "/grouped", "/new"] {
         assert!(tier.find(&key(gone), &HeaderMap::new()).is_none(), "{gone}");
     }
     assert_eq!(

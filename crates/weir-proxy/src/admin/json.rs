@@ -151,6 +151,7 @@ pub(super) fn info(info: &ObjectInfo) -> Value {
         "expires": expires,
         "variants": info.variants,
         "tags": info.tags,
+        "groups": info.groups,
     })
 }
 

@@ -57,12 +57,14 @@ pub(super) fn register(r: &mut Registry) -> PurgeSource {
         counter(|s| s.by_url),
         counter(|s| s.by_prefix),
         counter(|s| s.by_tag),
+        counter(|s| s.by_group),
     ];
-    let labels = ["url", "prefix", "tag"].map(|by| vec![("by", by)]);
+    let labels = ["url", "prefix", "tag", "group"].map(|by| vec![("by", by)]);
     r.register(
         "cache_purged_objects",
         "Objects removed by invalidations, by what named them (url: PURGE, deletes, \
-         writes through the proxy; prefix; tag)",
+         writes through the proxy; prefix; tag; group: Cache-Group-Invalidation, PURGE and \
+         the admin API by cache group)",
         Series::new(labels, &counters),
     );
     r.register(

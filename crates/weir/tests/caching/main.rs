@@ -7,6 +7,7 @@ mod common;
 mod cache_status;
 mod coalescing;
 mod freshness;
+mod groups;
 mod helpers;
 mod invalidation;
 mod limits;
