@@ -8,6 +8,7 @@ mod cache_status;
 mod coalescing;
 mod freshness;
 mod helpers;
+mod interim;
 mod invalidation;
 mod limits;
 mod refresh;
