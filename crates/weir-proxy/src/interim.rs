@@ -140,3 +140,44 @@ impl Drop for Waiting {
 pub(crate) fn client_accepts(version: Version) -> bool {
     version == Version::HTTP_11
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{HeaderMap, HeaderValue};
+
+    fn queued(interim: &Interim) -> String {
+        let mut out = Vec::new();
+        let mut cx = Context::from_waker(Waker::noop());
+        let done = interim.poll_write_queued(&mut cx, |_, bytes| {
+            out.extend_from_slice(bytes);
+            Poll::Ready(Ok(bytes.len()))
+        });
+        assert!(matches!(done, Poll::Ready(Ok(()))));
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn only_what_arrives_while_the_request_waits_is_written() {
+        let interim = Interim::default();
+        let mut hints = HeaderMap::new();
+        hints.insert("link", HeaderValue::from_static("</a.css>; rel=preload"));
+        hints.insert("connection", HeaderValue::from_static("x-hop"));
+        hints.insert("x-hop", HeaderValue::from_static("1"));
+        interim.push(StatusCode::from_u16(103).unwrap(), &hints);
+        assert_eq!(queued(&interim), "", "no request waits yet");
+
+        let waiting = interim.wait_for_final(Waker::noop().clone());
+        interim.push(StatusCode::CONTINUE, &HeaderMap::new());
+        interim.push(StatusCode::from_u16(103).unwrap(), &hints);
+        interim.push(StatusCode::PROCESSING, &HeaderMap::new());
+        drop(waiting);
+        interim.push(StatusCode::from_u16(103).unwrap(), &hints);
+        assert_eq!(
+            queued(&interim),
+            "HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload\r\n\r\n\
+             HTTP/1.1 102 Processing\r\n\r\n"
+        );
+        assert_eq!(queued(&interim), "", "written once");
+    }
+}
