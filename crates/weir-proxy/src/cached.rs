@@ -15,7 +15,7 @@ use crate::body::{ProxyBody, RequestBody};
 use crate::engine::Engine;
 use crate::error::{ProxyError, ONLY_IF_CACHED};
 use crate::flight::{FlightHead, FlightOutcome};
-use crate::forward::{forward_hooked, upstream_request};
+use crate::forward::{forward_hooked, relay_interim, upstream_request};
 use crate::hooks;
 use crate::metrics::CacheOutcome;
 use crate::modules::ModTxn;
@@ -132,7 +132,8 @@ pub(crate) async fn serve(
     }
     if parts.method == Method::HEAD {
         // HEAD responses are not stored; forward it as it is.
-        let req = upstream_request(&parts, &target, RequestBody::Empty, false);
+        let mut req = upstream_request(&parts, &target, RequestBody::Empty, false);
+        relay_interim(&parts, &mut req);
         return forward_hooked(
             engine,
             txn,
@@ -165,7 +166,7 @@ pub(crate) async fn serve(
                 stale,
                 ticket,
             };
-            start_fetch(engine, fill, &parts, &target, txn);
+            start_fetch(engine, fill, &parts, &target, txn, true);
             serve_flight(reader, &parts, &target.origin, false).await
         }
         Ok(Join::Follower(mut reader)) => {
@@ -186,7 +187,8 @@ pub(crate) async fn serve(
                 serve_flight(reader, &parts, &target.origin, true).await
             } else {
                 drop(reader);
-                let req = upstream_request(&parts, &target, RequestBody::Empty, false);
+                let mut req = upstream_request(&parts, &target, RequestBody::Empty, false);
+                relay_interim(&parts, &mut req);
                 let cache_status = HeaderValue::from_static(unusable.unwrap_or("weir; fwd=miss"));
                 forward_hooked(engine, txn, &target, req, CacheOutcome::Miss, cache_status).await
             }

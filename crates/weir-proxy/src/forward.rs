@@ -15,6 +15,7 @@ use crate::engine::Engine;
 use crate::error::{body_too_large, client_body_error, ProxyError};
 use crate::headers;
 use crate::hooks::Whole;
+use crate::interim::Interim;
 use crate::metrics::{CacheOutcome, ErrorKind};
 use crate::modules::ModTxn;
 use crate::served::Served;
@@ -49,6 +50,15 @@ pub(crate) fn upstream_request(
         .unwrap_or_else(|_| http::Uri::from_static("/"));
     *req.headers_mut() = headers;
     req
+}
+
+/// Has the 1xx responses the origin sends for `req` relayed to the client of `parts`
+/// (when it takes them): for a request whose client waits for this very response,
+/// never for a fetch the client's answer does not wait for.
+pub(crate) fn relay_interim(parts: &request::Parts, req: &mut Request<RequestBody>) {
+    if let Some(interim) = parts.extensions.get::<Interim>() {
+        interim.relay_from(req);
+    }
 }
 
 /// Forwards a request that does not go through the cache, with the upstream-request,

@@ -20,6 +20,7 @@ mod forward;
 mod framing;
 mod headers;
 mod hooks;
+mod interim;
 mod listener;
 pub mod metrics;
 mod modules;

@@ -16,7 +16,7 @@ use hyper::body::Incoming;
 use crate::body::{ClientIncoming, ProxyBody, ReadAheadError, RequestBody};
 use crate::config::ListenMode;
 use crate::error::{body_too_large, client_body_error, ProxyError};
-use crate::forward::{forward_hooked, upstream_request};
+use crate::forward::{forward_hooked, relay_interim, upstream_request};
 use crate::headers::{self, MaxForwards};
 use crate::hooks::WholeRequest;
 use crate::metrics::{CacheOutcome, ErrorKind};
@@ -232,7 +232,8 @@ async fn transact(
     if let Some(reply) = crate::hooks::cache_lookup!(engine, txn.as_mut(), CacheLookup::Bypass)? {
         return Ok(Served::module_reply(reply));
     }
-    let upstream_req = upstream_request(&parts, &target, body, false);
+    let mut upstream_req = upstream_request(&parts, &target, body, false);
+    relay_interim(&parts, &mut upstream_req);
     let served = forward_hooked(
         engine,
         txn,

@@ -210,3 +210,66 @@ async fn a_range_miss_fills_the_cache_in_the_background() {
         );
     }
 }
+
+/// The background fetch of the whole object asks for the object alone: without the
+/// client's range, preconditions, freshness demands and request-body fields, and with
+/// the fields that may choose the representation (here `Cookie`, `Accept-Language`).
+#[tokio::test]
+async fn the_background_fetch_leaves_out_what_only_the_range_request_asked() {
+    let origin = TestOrigin::start();
+    ranged(&origin, "/doc", 4_000, "max-age=600");
+    let proxy = Proxy::forward();
+    let client = proxied_client(proxy.forward_addr());
+    let url = origin.url("/doc");
+    let asked = [
+        ("range", "bytes=0-9"),
+        ("if-range", "\"r1\""),
+        ("if-match", "\"r1\""),
+        ("if-none-match", "\"old\""),
+        ("if-modified-since", "Tue, 15 Nov 1994 08:12:31 GMT"),
+        ("if-unmodified-since", "Tue, 15 Nov 2044 08:12:31 GMT"),
+        ("cache-control", "max-age=0, min-fresh=5"),
+        ("content-type", "text/plain"),
+        ("cookie", "session=1"),
+        ("accept-language", "fr"),
+    ];
+    // A GET with a body: its Content-Length must not reach the body-less fetch.
+    let first = send(&client, "GET", &url, &asked, Some(b"x".to_vec())).await;
+    assert_eq!(first.status.as_u16(), 206);
+    assert!(
+        origin.wait_until(Duration::from_secs(10), |o| whole_fetches(o, "/doc") == 1),
+        "the whole object was fetched in the background"
+    );
+    let fetch = origin
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/doc" && r.header("range").is_none())
+        .unwrap();
+    for (name, _) in &asked[..8] {
+        assert_eq!(
+            fetch.header(name),
+            None,
+            "{name} reached the whole-object fetch"
+        );
+    }
+    assert_eq!(fetch.header("content-length"), None);
+    assert!(fetch.body.is_empty());
+    assert_eq!(fetch.header("cookie").as_deref(), Some("session=1"));
+    assert_eq!(fetch.header("accept-language").as_deref(), Some("fr"));
+    let mut hit = false;
+    for _ in 0..100 {
+        let r = get(
+            &client,
+            &url,
+            &[("range", "bytes=100-109"), ("cookie", "session=1")],
+        )
+        .await;
+        if is_hit(&r.cache_status()) {
+            assert_eq!(range(&r).as_deref(), Some("bytes 100-109/4000"));
+            hit = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(hit, "a later range is served from the stored object");
+}

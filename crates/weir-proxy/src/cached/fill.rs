@@ -12,7 +12,7 @@ use super::fetch::Fetch;
 use crate::body::RequestBody;
 use crate::engine::Engine;
 use crate::flight::{FlightHead, FlightOutcome};
-use crate::forward::upstream_request;
+use crate::forward::{relay_interim, upstream_request};
 use crate::modules::ModTxn;
 use crate::target::Target;
 
@@ -26,13 +26,15 @@ pub(super) struct Fill {
 }
 
 /// Starts the origin fetch that feeds a flight: a validation when there is a stale
-/// copy, else a plain fetch.
+/// copy, else a plain fetch. `client_waits`: the client of `parts` waits for this
+/// fetch's response (it leads the flight), and is relayed its 1xx responses.
 pub(super) fn start_fetch(
     engine: &Arc<Engine>,
     fill: Fill,
     parts: &request::Parts,
     target: &Target,
     txn: &Option<ModTxn>,
+    client_waits: bool,
 ) {
     let Fill {
         key,
@@ -43,6 +45,9 @@ pub(super) fn start_fetch(
     let mut req = upstream_request(parts, target, RequestBody::Empty, true);
     if let Some(object) = &stale {
         object.add_validators(req.headers_mut());
+    }
+    if client_waits {
+        relay_interim(parts, &mut req);
     }
     // The fill may serve several clients: it has a transaction of its own, with the
     // leader's cache overrides (see docs/modules.md).
@@ -91,7 +96,7 @@ pub(super) fn fetch_in_background(
             stale,
             ticket,
         };
-        start_fetch(engine, fill, parts, target, txn);
+        start_fetch(engine, fill, parts, target, txn, false);
         // A fetch stops when nobody reads it; this reader keeps it going to the end.
         tokio::spawn(async move {
             let Some(head) = reader.head().await else {

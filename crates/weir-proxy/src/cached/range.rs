@@ -108,9 +108,7 @@ pub(crate) async fn fill_after_partial(
     if txn.as_ref().is_some_and(|t| t.txn.cache_overrides().skip) {
         return;
     }
-    let mut whole = strip_body(parts);
-    whole.headers.remove(header::RANGE);
-    whole.headers.remove(header::IF_RANGE);
+    let whole = whole_object_request(parts);
     let mut head = Response::new(()).into_parts().0;
     head.headers = partial.clone();
     head.headers.remove(header::CONTENT_RANGE);
@@ -132,6 +130,50 @@ pub(crate) async fn fill_after_partial(
         return;
     }
     fetch_in_background(engine, key, &whole, target, &*txn, None, ticket);
+}
+
+/// The request for the whole object behind a range miss: the client's, without what
+/// only concerned its own exchange. Gone are the range (`Range`, `If-Range`), its
+/// preconditions (`If-Match`, `If-None-Match`, `If-Modified-Since`,
+/// `If-Unmodified-Since`: one could turn the fetch into a 412 or 304 with nothing to
+/// store), its freshness demands (`Cache-Control`, `Pragma`: a range candidate never
+/// says `no-store` or `no-cache`, so nothing it forbade gets stored), and the fields
+/// of a request body the fetch does not send (`Content-*`: a `Content-Length` without
+/// its body would leave the origin waiting).
+///
+/// Fields that may choose the representation stay: `Accept-*`, `Cookie`,
+/// `Authorization`, `User-Agent`, `Origin`, `Referer` and the like. The stored object
+/// must be the representation the client just got a part of (a download resumed from
+/// the cache mixes the two), and whether it may serve other clients is the origin's to
+/// say, through `Vary`, `private` and the rules for `Authorization` (RFC 9111 §3.5),
+/// which apply to this fetch as to any miss. Without them an origin could answer with
+/// a login page, a 401 or an anonymous variant, stored under the URL the client was
+/// served.
+fn whole_object_request(parts: &request::Parts) -> request::Parts {
+    let mut whole = strip_body(parts);
+    let exchange_only = [
+        header::RANGE,
+        header::IF_RANGE,
+        header::IF_MATCH,
+        header::IF_NONE_MATCH,
+        header::IF_MODIFIED_SINCE,
+        header::IF_UNMODIFIED_SINCE,
+        header::CACHE_CONTROL,
+        header::PRAGMA,
+    ];
+    for name in exchange_only {
+        whole.headers.remove(name);
+    }
+    let content: Vec<_> = whole
+        .headers
+        .keys()
+        .filter(|name| name.as_str().starts_with("content-"))
+        .cloned()
+        .collect();
+    for name in content {
+        whole.headers.remove(name);
+    }
+    whole
 }
 
 /// The complete length in a 206's `Content-Range: bytes FIRST-LAST/LENGTH`.

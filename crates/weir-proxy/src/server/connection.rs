@@ -37,6 +37,7 @@ use tokio::time::Sleep;
 
 use crate::body::ProxyBody;
 use crate::framing::FramingGuard;
+use crate::interim::{self, Interim};
 use crate::listener::ClientIo;
 use crate::service::{ConnInfo, Engine};
 
@@ -100,6 +101,7 @@ pub(crate) async fn serve(
         may_park: false,
         park_timer: None,
         park_armed: false,
+        interim: Interim::default(),
     };
     // Nothing is allocated for HTTP until the client sends. Not a wait for readability:
     // a TLS client's first bytes may already be decrypted, read with the handshake.
@@ -142,12 +144,22 @@ pub(crate) async fn serve(
     client.may_park = true;
     loop {
         let busy = client.busy.clone();
+        let relay = client.interim.clone();
         let (engine, conn) = (engine.clone(), conn.clone());
-        let service = hyper::service::service_fn(move |req| {
+        let service = hyper::service::service_fn(move |mut req| {
             let transaction = Busy::enter(&busy);
+            let relay = interim::client_accepts(req.version()).then(|| relay.clone());
+            if let Some(relay) = &relay {
+                req.extensions_mut().insert(relay.clone());
+            }
             let handled = crate::service::handle(engine.clone(), conn.clone(), req);
             async move {
+                // hyper polls this future on the connection's task: its waker is the
+                // one that gets a queued interim response written.
+                let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+                let waiting = relay.map(|relay| relay.wait_for_final(waker));
                 let response = handled.await?;
+                drop(waiting);
                 Ok::<_, std::convert::Infallible>(response.map(|body| Tracked {
                     body,
                     _transaction: transaction,
@@ -222,6 +234,8 @@ struct Client {
     park_timer: Option<Pin<Box<Sleep>>>,
     /// `park_timer` runs for the current wait.
     park_armed: bool,
+    /// 1xx responses from the origin, written ahead of hyper's output.
+    interim: Interim,
 }
 
 impl Client {
@@ -258,6 +272,21 @@ impl Client {
         }
         self.prefix = Bytes::copy_from_slice(&first[..n]);
         Some(first[..] == H2_PREFACE[..])
+    }
+
+    /// Writes the interim responses queued for the current request, before any byte of
+    /// hyper's.
+    fn poll_write_interim(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let Client {
+            io,
+            interim,
+            unflushed,
+            ..
+        } = self;
+        interim.poll_write_queued(cx, |cx, bytes| {
+            *unflushed = true;
+            Pin::new(&mut *io).poll_write(cx, bytes)
+        })
     }
 
     fn can_park(&self) -> bool {
@@ -317,6 +346,7 @@ impl AsyncWrite for Client {
     ) -> Poll<std::io::Result<usize>> {
         self.unflushed = true;
         self.park_armed = false;
+        std::task::ready!(self.poll_write_interim(cx))?;
         Pin::new(&mut self.io).poll_write(cx, data)
     }
 
@@ -327,6 +357,7 @@ impl AsyncWrite for Client {
     ) -> Poll<std::io::Result<usize>> {
         self.unflushed = true;
         self.park_armed = false;
+        std::task::ready!(self.poll_write_interim(cx))?;
         Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
     }
 
@@ -335,6 +366,7 @@ impl AsyncWrite for Client {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        std::task::ready!(self.poll_write_interim(cx))?;
         let r = Pin::new(&mut self.io).poll_flush(cx);
         if let Poll::Ready(Ok(())) = r {
             // hyper flushes the stream only once its own buffer is empty.

@@ -9,6 +9,7 @@ mod coalescing;
 mod freshness;
 mod groups;
 mod helpers;
+mod interim;
 mod invalidation;
 mod limits;
 mod refresh;
