@@ -34,6 +34,7 @@ mod tags;
 pub mod targeted;
 mod tiered;
 mod vary;
+mod vary_value;
 
 pub use adapted::{Adapted, OriginFields};
 pub use body::{Body, BodyReader, FileBody};
