@@ -10,6 +10,7 @@ mod freshness;
 mod helpers;
 mod invalidation;
 mod limits;
+mod not_modified;
 mod refresh;
 mod rfc_rules;
 mod storing;
