@@ -155,7 +155,10 @@ mod tests {
         assert!(asks(&[("if-none-match", "\"v1\", W/\"v2\"")]));
         assert!(!asks(&[("if-none-match", "\"v1\"")]));
         // No Last-Modified in the 304: its Date says nothing about the representation.
-        assert!(!asks(&[("if-modified-since", "Sun, 06 Nov 1994 10:00:00 GMT")]));
+        assert!(!asks(&[(
+            "if-modified-since",
+            "Sun, 06 Nov 1994 10:00:00 GMT"
+        )]));
         assert!(!asks(&[]));
         let dated = headers(&[("last-modified", "Sun, 06 Nov 1994 08:00:00 GMT")]);
         let since = headers(&[("if-modified-since", "Sun, 06 Nov 1994 08:00:00 GMT")]);

@@ -298,7 +298,10 @@ mod tests {
         assert!(!merged.contains_key("proxy-authentication-info"));
         assert_eq!(merged["cache-control"], "max-age=60");
         assert_eq!(merged["x-new"], "1");
-        assert!(!merged.contains_key("age"), "the stored Age is the old message's");
+        assert!(
+            !merged.contains_key("age"),
+            "the stored Age is the old message's"
+        );
         assert_eq!(merged["date"], httpdate::fmt_http_date(now).as_str());
         let dated = headers(&[("date", "Mon, 07 Nov 1994 08:49:37 GMT"), ("age", "3")]);
         let merged = merge_not_modified(&stored, &dated, None, now);

@@ -167,9 +167,8 @@ fn push_weight(out: &mut String, w: u16) {
 /// One member that is already in key form: token characters, no upper case.
 fn is_plain_token(v: &[u8]) -> bool {
     !v.is_empty()
-        && v.iter().all(|b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || b"!#$%&'*+-.^_`|~".contains(b)
-        })
+        && v.iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"!#$%&'*+-.^_`|~".contains(b))
 }
 
 /// Appends `value` with the white space around its commas removed.

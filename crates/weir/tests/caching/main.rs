@@ -11,6 +11,7 @@ mod helpers;
 mod invalidation;
 mod limits;
 mod not_modified;
+mod post;
 mod refresh;
 mod rfc_rules;
 mod storing;

@@ -15,9 +15,13 @@ fn changed_representation(origin: &TestOrigin, path: &str) {
             return Reply::status(304).header("etag", "\"v2\"").cc("max-age=60");
         }
         if served.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
-            Reply::ok("v1 body").header("etag", "\"v1\"").cc("max-age=0")
+            Reply::ok("v1 body")
+                .header("etag", "\"v1\"")
+                .cc("max-age=0")
         } else {
-            Reply::ok("v2 body").header("etag", "\"v2\"").cc("max-age=60")
+            Reply::ok("v2 body")
+                .header("etag", "\"v2\"")
+                .cc("max-age=60")
         }
     });
 }
@@ -49,7 +53,10 @@ async fn a_304_freshens_a_response_that_arrived_old() {
         "expected a validation answered 304, got {cs:?}"
     );
     let after = get(&client, &url, &[]).await;
-    assert_hit(&after, "fresh for the 304's max-age=60, whatever Age it first had");
+    assert_hit(
+        &after,
+        "fresh for the 304's max-age=60, whatever Age it first had",
+    );
     assert!(age(&after) < 60, "Age {}", age(&after));
     assert_eq!(origin.count("/aged"), 2);
 }
@@ -154,7 +161,11 @@ async fn a_304_leaves_the_stored_body_description_alone() {
         assert_eq!(r.header("content-encoding"), None, "the body is not gzip");
         assert_eq!(r.header("content-range"), None, "the body is whole");
         assert_eq!(r.header("content-length").as_deref(), Some("10"));
-        assert_eq!(r.header("x-hop"), None, "a field of the origin's connection");
+        assert_eq!(
+            r.header("x-hop"),
+            None,
+            "a field of the origin's connection"
+        );
     }
     assert_eq!(origin.count("/described"), 2);
 }
