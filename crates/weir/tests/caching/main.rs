@@ -16,3 +16,4 @@ mod refresh;
 mod rfc_rules;
 mod storing;
 mod validation;
+mod vary;
