@@ -68,7 +68,7 @@ pub(crate) fn push_field(out: &mut String, name: &HeaderName, request: &HeaderMa
         Order::ByWeight => {
             if members.iter().all(|m| m.weight.is_some()) {
                 // Stable: members of equal weight keep the client's order.
-                members.sort_by(|a, b| b.weight.cmp(&a.weight));
+                members.sort_by_key(|m| std::cmp::Reverse(m.weight));
             }
         }
     }
