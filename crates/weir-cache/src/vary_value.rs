@@ -18,6 +18,8 @@
 //! A field that is absent only matches a request where it is absent too: it is
 //! written as a byte no field value can hold.
 
+use std::borrow::Cow;
+
 use http::{header, HeaderMap, HeaderName};
 
 /// What an absent field is in a key (field values cannot hold control characters).
@@ -52,14 +54,21 @@ pub(crate) fn push_field(out: &mut String, name: &HeaderName, request: &HeaderMa
         out.push_str(first.to_str().unwrap_or_default());
         return;
     }
-    let mut members: Vec<Member> = Vec::new();
-    for line in lines {
-        for raw in String::from_utf8_lossy(line.as_bytes()).split(',') {
-            if let Some(m) = Member::parse(raw) {
-                members.push(m);
-            }
+    // One string for the whole field; members borrow from it unless their weight
+    // must be rewritten.
+    let mut compact = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        if i > 0 {
+            compact.push(',');
         }
+        let line = String::from_utf8_lossy(line.as_bytes());
+        compact.extend(
+            line.chars()
+                .filter(|c| *c != ' ' && *c != '\t')
+                .map(|c| c.to_ascii_lowercase()),
+        );
     }
+    let mut members: Vec<Member<'_>> = compact.split(',').filter_map(Member::parse).collect();
     match order {
         Order::Free => {
             members.sort_by(|a, b| a.text.cmp(&b.text));
@@ -89,23 +98,25 @@ enum Order {
 }
 
 /// One list member in key form, with its weight in thousandths (`None`: unreadable).
-struct Member {
-    text: String,
+struct Member<'a> {
+    text: Cow<'a, str>,
     weight: Option<u16>,
 }
 
-impl Member {
-    /// `gzip ; Q=0.50` becomes `gzip;q=0.5`; an empty member is nothing.
-    fn parse(raw: &str) -> Option<Member> {
-        let compact: String = raw
-            .chars()
-            .filter(|c| *c != ' ' && *c != '\t')
-            .map(|c| c.to_ascii_lowercase())
-            .collect();
+impl<'a> Member<'a> {
+    /// A member already lower-cased and without white space: `gzip;q=0.50` becomes
+    /// `gzip;q=0.5`; an empty member is nothing.
+    fn parse(compact: &'a str) -> Option<Member<'a>> {
         let mut params = compact.split(';');
         let value = params.next().unwrap_or_default();
         if value.is_empty() {
             return None;
+        }
+        if value.len() == compact.len() {
+            return Some(Member {
+                text: Cow::Borrowed(compact),
+                weight: Some(DEFAULT_WEIGHT),
+            });
         }
         let mut text = String::with_capacity(compact.len());
         text.push_str(value);
@@ -132,6 +143,11 @@ impl Member {
                 }
             }
         }
+        let text = if text == compact {
+            Cow::Borrowed(compact)
+        } else {
+            Cow::Owned(text)
+        };
         Some(Member { text, weight })
     }
 }
