@@ -36,6 +36,33 @@ pub fn not_modified(status: StatusCode, response: &HeaderMap, request: &HeaderMa
     }
 }
 
+/// Whether an origin's 304, which answered other conditions than the client's, also
+/// answers the client's own conditional GET: its `ETag` is one the client's
+/// `If-None-Match` names, or, without `If-None-Match`, its `Last-Modified` is no later
+/// than the client's `If-Modified-Since`. A 304 without the validator in question
+/// answers nothing.
+pub fn not_modified_answers(not_modified: &HeaderMap, request: &HeaderMap) -> bool {
+    if let Some(inm) = request.get(header::IF_NONE_MATCH) {
+        let (Ok(inm), Some(etag)) = (
+            inm.to_str(),
+            not_modified.get(header::ETAG).and_then(|v| v.to_str().ok()),
+        ) else {
+            return false;
+        };
+        return inm.trim() == "*" || inm.split(',').any(|c| weak_eq(c.trim(), etag.trim()));
+    }
+    let date = |v: &http::HeaderValue| -> Option<SystemTime> {
+        httpdate::parse_http_date(v.to_str().ok()?).ok()
+    };
+    match (
+        request.get(header::IF_MODIFIED_SINCE).and_then(date),
+        not_modified.get(header::LAST_MODIFIED).and_then(date),
+    ) {
+        (Some(since), Some(modified)) => modified <= since,
+        _ => false,
+    }
+}
+
 /// Weak comparison (RFC 9110 §8.8.3.2): the same opaque tag, `W/` ignored.
 pub(crate) fn weak_eq(a: &str, b: &str) -> bool {
     a.trim_start_matches("W/") == b.trim_start_matches("W/")
@@ -116,6 +143,26 @@ mod tests {
         assert!(!not_modified(StatusCode::OK, &resp, &req));
         let req = headers(&[("if-modified-since", "Sun, 06 Nov 1994 08:49:37 GMT")]);
         assert!(not_modified(StatusCode::OK, &resp, &req));
+    }
+
+    #[test]
+    fn an_origin_304_answers_a_client_only_by_its_own_validators() {
+        let not_modified = headers(&[
+            ("etag", "\"v2\""),
+            ("date", "Sun, 06 Nov 1994 09:00:00 GMT"),
+        ]);
+        let asks = |pairs: &[(&str, &str)]| not_modified_answers(&not_modified, &headers(pairs));
+        assert!(asks(&[("if-none-match", "\"v1\", W/\"v2\"")]));
+        assert!(!asks(&[("if-none-match", "\"v1\"")]));
+        // No Last-Modified in the 304: its Date says nothing about the representation.
+        assert!(!asks(&[(
+            "if-modified-since",
+            "Sun, 06 Nov 1994 10:00:00 GMT"
+        )]));
+        assert!(!asks(&[]));
+        let dated = headers(&[("last-modified", "Sun, 06 Nov 1994 08:00:00 GMT")]);
+        let since = headers(&[("if-modified-since", "Sun, 06 Nov 1994 08:00:00 GMT")]);
+        assert!(not_modified_answers(&dated, &since));
     }
 
     #[test]

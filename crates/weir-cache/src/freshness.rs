@@ -117,6 +117,19 @@ pub fn assess(
     }
 }
 
+/// Whether a response gives its freshness explicitly (`s-maxage`, `max-age` or
+/// `Expires`, or the targeted field this cache obeys), as a POST response must to
+/// answer later GETs (RFC 9110 §9.3.3).
+pub fn has_explicit_freshness(headers: &HeaderMap, options: &PolicyOptions<'_>) -> bool {
+    let targeted = targeted_directives(headers, options.targeted_fields);
+    let cc = match &targeted {
+        Some(ds) => ResponseDirectives::read(ds.iter().cloned()),
+        None => ResponseDirectives::read(directives(headers)),
+    };
+    let now = SystemTime::now();
+    explicit_lifetime(&cc, headers, targeted.is_some(), None, now).is_some()
+}
+
 /// RFC 9111 §3 for a shared cache, with §5.2.2.3 (`must-understand`) and the
 /// operator's cookie rule.
 fn storable(

@@ -51,21 +51,16 @@ impl CacheKey {
         CacheKey(s.into())
     }
 
-    /// The key of one variant of this URL: the request's values of the `vary` headers.
+    /// The key of one variant of this URL: the request's values of the `vary` headers,
+    /// each in the form that makes equivalent values equal (see `vary_value.rs`), so a
+    /// lookup compares one string.
     pub fn variant(&self, vary: &[http::HeaderName], request: &HeaderMap) -> CacheKey {
         let mut s = String::with_capacity(self.0.len() + 16 * vary.len());
         s.push_str(&self.0);
         for name in vary {
             // NUL cannot occur in a URL or a header value, so keys cannot collide.
             s.push('\0');
-            let mut first = true;
-            for v in request.get_all(name) {
-                if !first {
-                    s.push(',');
-                }
-                first = false;
-                s.push_str(&normalize_vary_value(v.as_bytes()));
-            }
+            crate::vary_value::push_field(&mut s, name, request);
         }
         CacheKey(s.into())
     }
@@ -124,12 +119,6 @@ impl CacheKey {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-}
-
-/// Values that differ only in white space around commas select the same variant.
-fn normalize_vary_value(v: &[u8]) -> String {
-    let s = String::from_utf8_lossy(v);
-    s.split(',').map(str::trim).collect::<Vec<_>>().join(",")
 }
 
 impl fmt::Debug for CacheKey {

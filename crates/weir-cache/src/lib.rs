@@ -35,6 +35,7 @@ mod tags;
 pub mod targeted;
 mod tiered;
 mod vary;
+mod vary_value;
 
 pub use adapted::{Adapted, OriginFields};
 pub use body::{Body, BodyReader, FileBody};

@@ -186,7 +186,7 @@ impl CachedObject {
         if !agrees {
             return None;
         }
-        let headers = policy::merge_not_modified(&self.headers, new, adapted);
+        let headers = policy::merge_not_modified(&self.headers, new, adapted, now);
         let policy = StoragePolicy::refreshed(request, self.status, &headers, now, options);
         // The tags and what modules changed go with it: neither is in the 304.
         Some(

@@ -178,23 +178,28 @@ impl StoragePolicy {
     }
 }
 
-/// Headers a 304 must not overwrite in the stored response (RFC 9111 §3.2 lets a cache
-/// keep its own framing; the body did not change).
-const KEEP_ON_UPDATE: [&str; 5] = [
+/// Headers a 304 must not overwrite in the stored response (RFC 9111 §3.2): the
+/// framing and content coding of the body Weir holds (it did not change), what the
+/// recipient processes and drops (`Content-Range`), and the fields specific to the
+/// proxy a request went through, which a cache never stores (§3.1).
+const KEEP_ON_UPDATE: [&str; 7] = [
     "content-length",
     "content-encoding",
     "transfer-encoding",
     "content-range",
     "etag",
+    "proxy-authenticate",
+    "proxy-authentication-info",
 ];
 
-/// Replaces the stored headers with those a 304 carries (RFC 9111 §4.3.4), except
-/// the fields modules set on the stored response (`adapted`): those stay, and a `Vary`
-/// a module widened only gains the names the 304 adds.
+/// Replaces the stored headers with those a 304 received at `now` carries (RFC 9111
+/// §4.3.4), except the fields modules set on the stored response (`adapted`): those
+/// stay, and a `Vary` a module widened only gains the names the 304 adds.
 pub(crate) fn merge_not_modified(
     stored: &HeaderMap,
     not_modified: &HeaderMap,
     adapted: Option<&Adapted>,
+    now: std::time::SystemTime,
 ) -> HeaderMap {
     let mut merged = stored.clone();
     for name in not_modified.keys() {
@@ -211,6 +216,19 @@ pub(crate) fn merge_not_modified(
         for v in not_modified.get_all(name) {
             merged.append(name.clone(), v.clone());
         }
+    }
+    // The 304 is the newer message, and the age of the updated response is its age
+    // (§4.2.3): an `Age` the stored response arrived with must not make it old again.
+    // A 304 without `Date` was generated when it arrived (RFC 9110 §6.6.1).
+    if !not_modified.contains_key(header::AGE) {
+        merged.remove(header::AGE);
+    }
+    if !not_modified.contains_key(header::DATE) {
+        let date = httpdate::fmt_http_date(now);
+        merged.insert(
+            header::DATE,
+            HeaderValue::from_str(&date).expect("an HTTP date is a valid value"),
+        );
     }
     merged
 }
@@ -247,6 +265,49 @@ pub(crate) fn age_value(age: Duration) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.parse().unwrap(), v.parse().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn a_304_updates_what_it_may_and_leaves_the_body_description() {
+        let stored = headers(&[
+            ("content-length", "5"),
+            ("content-type", "text/plain"),
+            ("age", "100"),
+            ("date", "Sun, 06 Nov 1994 08:49:37 GMT"),
+            ("cache-control", "max-age=1"),
+        ]);
+        let not_modified = headers(&[
+            ("content-length", "0"),
+            ("content-encoding", "gzip"),
+            ("content-range", "bytes 0-1/5"),
+            ("proxy-authentication-info", "nextnonce=\"x\""),
+            ("cache-control", "max-age=60"),
+            ("x-new", "1"),
+        ]);
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        let merged = merge_not_modified(&stored, &not_modified, None, now);
+        assert_eq!(merged["content-length"], "5");
+        assert!(!merged.contains_key("content-encoding"));
+        assert!(!merged.contains_key("content-range"));
+        assert!(!merged.contains_key("proxy-authentication-info"));
+        assert_eq!(merged["cache-control"], "max-age=60");
+        assert_eq!(merged["x-new"], "1");
+        assert!(
+            !merged.contains_key("age"),
+            "the stored Age is the old message's"
+        );
+        assert_eq!(merged["date"], httpdate::fmt_http_date(now).as_str());
+        let dated = headers(&[("date", "Mon, 07 Nov 1994 08:49:37 GMT"), ("age", "3")]);
+        let merged = merge_not_modified(&stored, &dated, None, now);
+        assert_eq!(merged["date"], "Mon, 07 Nov 1994 08:49:37 GMT");
+        assert_eq!(merged["age"], "3");
+    }
 
     #[test]
     fn age_values() {

@@ -28,9 +28,12 @@ mod fetch;
 mod fill;
 mod hit;
 mod keep;
+mod post;
 pub(crate) mod range;
 use fill::{fetch_in_background, start_fetch, Fill};
 use hit::{serve_object, HIT};
+use post::same_origin_path;
+pub(crate) use post::store_post_response;
 
 /// GET and HEAD requests that may be answered from the cache.
 pub(crate) fn is_cache_candidate(parts: &request::Parts) -> bool {
@@ -299,42 +302,9 @@ pub(crate) fn invalidate_after_write(engine: &Engine, target: &Target, response:
     }
 }
 
-/// The path of `reference` when it names the same origin as `host` (relative
-/// references always do).
-fn same_origin_path(reference: &str, host: &str) -> Option<String> {
-    if reference.starts_with('/') && !reference.starts_with("//") {
-        return Some(reference.to_string());
-    }
-    let uri: http::Uri = reference.parse().ok()?;
-    if uri.scheme_str() != Some("http") {
-        return None;
-    }
-    let authority = uri.authority()?.as_str();
-    let same = authority.eq_ignore_ascii_case(host)
-        || authority
-            .trim_end_matches(":80")
-            .eq_ignore_ascii_case(host.trim_end_matches(":80"));
-    same.then(|| uri.path_and_query().map_or("/", |p| p.as_str()).to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn same_origin_references() {
-        assert_eq!(same_origin_path("/a?b", "h:8080").as_deref(), Some("/a?b"));
-        assert_eq!(
-            same_origin_path("http://H:8080/x", "h:8080").as_deref(),
-            Some("/x")
-        );
-        assert_eq!(
-            same_origin_path("http://h/x", "h:80").as_deref(),
-            Some("/x")
-        );
-        assert_eq!(same_origin_path("http://other/x", "h"), None);
-        assert_eq!(same_origin_path("//other/x", "h"), None);
-    }
 
     #[test]
     fn directives() {

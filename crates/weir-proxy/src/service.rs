@@ -234,7 +234,7 @@ async fn transact(
     }
     let mut upstream_req = upstream_request(&parts, &target, body, false);
     relay_interim(&parts, &mut upstream_req);
-    let served = forward_hooked(
+    let mut served = forward_hooked(
         engine,
         txn,
         &target,
@@ -247,6 +247,12 @@ async fn transact(
         && (served.response.status().is_success() || served.response.status().is_redirection())
     {
         crate::cached::invalidate_after_write(engine, &target, served.response.headers());
+    }
+    if !skip_cache && parts.method == Method::POST {
+        let key = crate::cached::key_for(&target, txn);
+        let rewrite = txn.as_ref().is_some_and(|t| t.wants(Event::ResponseBody));
+        served =
+            crate::cached::store_post_response(engine, &parts, &target, key, rewrite, served).await;
     }
     if let Some(key) = range_miss {
         if served.response.status() == StatusCode::PARTIAL_CONTENT {

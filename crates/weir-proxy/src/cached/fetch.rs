@@ -48,53 +48,78 @@ impl Fetch {
             Ok(Err(reply)) => return self.publish_reply(reply).await,
             Err(e) => return self.fail(e),
         };
-        let sent = tokio::select! {
-            r = engine.upstream.send(&self.origin, req) => r,
-            _ = self.flight.abandoned() => return self.end(false),
-        };
-        let response = match sent {
-            Ok(r) => r,
-            Err(e) => {
-                let e = upstream_error(&self.origin, e, engine.limits.max_request_body.0);
-                if let Some(kind) = e.kind {
-                    engine.metrics.error(kind);
-                }
-                if let Some(stale) = self.usable_on_error() {
-                    return self.serve_stale(&stale, None).await;
-                }
-                self.flight
-                    .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
-                        status: e.status,
-                        reason: e.reason,
-                        detail: None,
-                    })));
+        // A validation may have to be repeated without its conditions (below).
+        let mut unconditional = self.stale.as_ref().map(|_| without_validators(&req));
+        let validated = self.stale.is_some();
+        let mut next = Some(req);
+        let (now, mut parts, mut body) = loop {
+            let Some(req) = next.take() else {
                 return self.end(false);
+            };
+            let sent = tokio::select! {
+                r = engine.upstream.send(&self.origin, req) => r,
+                _ = self.flight.abandoned() => return self.end(false),
+            };
+            let response = match sent {
+                Ok(r) => r,
+                Err(e) => {
+                    let e = upstream_error(&self.origin, e, engine.limits.max_request_body.0);
+                    if let Some(kind) = e.kind {
+                        engine.metrics.error(kind);
+                    }
+                    if let Some(stale) = self.usable_on_error() {
+                        return self.serve_stale(&stale, None).await;
+                    }
+                    self.flight
+                        .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
+                            status: e.status,
+                            reason: e.reason,
+                            detail: None,
+                        })));
+                    return self.end(false);
+                }
+            };
+            let now = SystemTime::now();
+            let (mut parts, body) = response.into_parts();
+            if parts.status != StatusCode::NOT_MODIFIED {
+                break (now, parts, body);
             }
-        };
-        let now = SystemTime::now();
-        let (mut parts, mut body) = response.into_parts();
-        if parts.status == StatusCode::NOT_MODIFIED {
+            headers::remove_hop_by_hop(&mut parts.headers);
+            headers::append_via(&mut parts.headers, parts.version);
+            parts.version = http::Version::HTTP_11;
             if let Some(stale) = &self.stale {
                 let options = engine.policy_options(self.targeted, self.key.url());
                 if let Some(refreshed) = stale.refreshed(&self.request, &parts, now, &options) {
                     return self.refreshed(refreshed, now).await;
                 }
             }
-            // Weir removed the client's own conditions, so a 304 that is not about the
-            // stored copy answers nothing the client asked; never pass it on.
-            engine.cache.invalidate(&self.key);
-            engine.metrics.error(ErrorKind::OriginProtocol);
-            self.flight
-                .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
-                    status: StatusCode::BAD_GATEWAY,
-                    detail: None,
-                    reason: format!(
-                        "origin {} answered 304 for a different representation",
-                        self.origin
-                    ),
-                })));
-            return self.end(false);
-        }
+            // A 304 about no response Weir holds (RFC 9111 §4.3.4): it updates
+            // nothing. It still answers a client whose own conditions it meets;
+            // otherwise the request is repeated without Weir's conditions, whose full
+            // response replaces the stored one. Never a 502 for the origin's 304.
+            let conditions = weir_cache::conditional::not_modified_answers;
+            if conditions(&parts.headers, &self.request.headers) {
+                engine.cache.invalidate(&self.key);
+                return self.pass_on(parts, validated).await;
+            }
+            // The copy is outdated: not served on error, and replaced by what comes.
+            self.stale = None;
+            next = unconditional.take();
+            if next.is_none() {
+                engine.cache.invalidate(&self.key);
+                engine.metrics.error(ErrorKind::OriginProtocol);
+                self.flight
+                    .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
+                        status: StatusCode::BAD_GATEWAY,
+                        detail: None,
+                        reason: format!(
+                            "origin {} answered 304 to a request without conditions",
+                            self.origin
+                        ),
+                    })));
+                return self.end(false);
+            }
+        };
         if is_server_error(parts.status) {
             if let Some(stale) = self.usable_on_error() {
                 drop(body);
@@ -165,12 +190,12 @@ impl Fetch {
                 .get_all(header::VARY)
                 .iter()
                 .any(|v| v.as_bytes().contains(&b'*'));
-        let outcome = if self.stale.is_some() {
+        let outcome = if validated {
             CacheOutcome::RefreshModified
         } else {
             CacheOutcome::Miss
         };
-        let cache_status = match (self.stale.is_some(), storing) {
+        let cache_status = match (validated, storing) {
             (false, true) => HeaderValue::from_static("weir; fwd=miss; stored"),
             (false, false) => HeaderValue::from_static("weir; fwd=miss"),
             (true, _) => HeaderValue::from_str(&format!(
@@ -322,6 +347,33 @@ impl Fetch {
             .await
     }
 
+    /// Passes the origin's 304 on to the flight's client, whose own conditions it
+    /// answers; stores nothing.
+    async fn pass_on(self, parts: http::response::Parts, validated: bool) {
+        self.stop_sharing();
+        let (outcome, cache_status) = if validated {
+            (
+                CacheOutcome::RefreshModified,
+                HeaderValue::from_static("weir; fwd=stale; fwd-status=304"),
+            )
+        } else {
+            (
+                CacheOutcome::Miss,
+                HeaderValue::from_static("weir; fwd=miss; fwd-status=304"),
+            )
+        };
+        self.flight
+            .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
+                status: parts.status,
+                headers: parts.headers,
+                shareable: false,
+                outcome,
+                cache_status,
+                vary: None,
+            })));
+        self.end(true)
+    }
+
     /// The stale copy when the origin failed and the copy may stand in for it.
     fn usable_on_error(&self) -> Option<Arc<CachedObject>> {
         let window = self.engine.cache.settings().stale_if_error;
@@ -420,6 +472,18 @@ impl Fetch {
         self.engine.flights.leave(&self.key, &self.flight);
         self.flight.finish(ok);
     }
+}
+
+/// The same request without the validators Weir added for its stored copy.
+fn without_validators(req: &http::Request<RequestBody>) -> http::Request<RequestBody> {
+    let mut copy = http::Request::new(RequestBody::Empty);
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    copy.headers_mut().remove(header::IF_NONE_MATCH);
+    copy.headers_mut().remove(header::IF_MODIFIED_SINCE);
+    copy
 }
 
 /// Origin answers that `stale-if-error` lets a stale copy replace (RFC 5861 §4).

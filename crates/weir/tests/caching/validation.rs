@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::*;
-use crate::helpers::{assert_hit, assert_not_hit, assert_stored_miss, setup};
+use crate::helpers::{assert_hit, assert_stored_miss, setup};
 
 #[tokio::test]
 async fn stale_entry_is_validated_with_if_none_match_and_updated_on_304() {
@@ -134,7 +134,7 @@ async fn stale_entry_replaced_when_origin_sends_a_new_response() {
 }
 
 #[tokio::test]
-async fn origin_304_without_validators_refreshes_and_one_with_another_etag_is_refused() {
+async fn origin_304_without_validators_refreshes() {
     let (origin, _proxy, client) = setup();
     // A 304 without ETag/Last-Modified confirms the copy Weir asked about.
     origin.route_fn("/bare-304", |req| {
@@ -148,30 +148,13 @@ async fn origin_304_without_validators_refreshes_and_one_with_another_etag_is_re
                 .cc("max-age=1")
         }
     });
-    // A 304 naming another strong ETag is about a representation Weir does not hold.
-    origin.route_fn("/other-etag-304", |req| {
-        if req.has_header("if-none-match") {
-            Reply::status(304).header("etag", "\"v2\"").cc("max-age=60")
-        } else {
-            Reply::ok("v1 body")
-                .header("etag", "\"v1\"")
-                .cc("max-age=1")
-        }
-    });
     let bare = origin.url("/bare-304");
-    let other = origin.url("/other-etag-304");
     let first = get(&client, &bare, &[]).await;
     assert_eq!(
         (first.status.as_u16(), first.text().as_str()),
         (200, "original body")
     );
     assert_stored_miss(&first, "first request (bare 304 case)");
-    let first = get(&client, &other, &[]).await;
-    assert_eq!(
-        (first.status.as_u16(), first.text().as_str()),
-        (200, "v1 body")
-    );
-    assert_stored_miss(&first, "first request (other ETag case)");
 
     tokio::time::sleep(Duration::from_millis(1300)).await;
 
@@ -211,37 +194,6 @@ async fn origin_304_without_validators_refreshes_and_one_with_another_etag_is_re
     assert_hit(&r, "after the refresh by a bare 304");
     assert_eq!(r.header("x-refreshed").as_deref(), Some("yes"));
     assert_eq!(origin.count("/bare-304"), 2);
-
-    // Another strong ETag: no 304 to a client that asked no question, and no reuse.
-    let r = get(&client, &other, &[]).await;
-    assert_ne!(
-        r.status, 304,
-        "an unconditional GET answered with a 304 for ETag \"v2\""
-    );
-    assert_eq!(r.status, 502, "body: {:?}", r.text());
-    assert!(
-        !r.text().trim().is_empty(),
-        "the 502 needs a short reason in the body"
-    );
-    let ct = r.header("content-type").unwrap_or_default();
-    assert!(ct.starts_with("text/plain"), "502: Content-Type {ct:?}");
-    assert_eq!(origin.count("/other-etag-304"), 2);
-    assert_eq!(
-        origin
-            .last("/other-etag-304")
-            .unwrap()
-            .header("if-none-match")
-            .as_deref(),
-        Some("\"v1\"")
-    );
-    let r = get(&client, &other, &[]).await;
-    assert_eq!(
-        origin.count("/other-etag-304"),
-        3,
-        "the entry refused by the origin's 304 was still served"
-    );
-    assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "v1 body"));
-    assert_not_hit(&r, "after the refused 304");
 }
 
 #[tokio::test]
