@@ -136,7 +136,7 @@ pub(crate) async fn serve(
     if parts.method == Method::HEAD {
         // HEAD responses are not stored; forward it as it is.
         let mut req = upstream_request(&parts, &target, RequestBody::Empty, false);
-        relay_interim(&parts, &mut req);
+        relay_interim(&target, &mut req);
         return forward_hooked(
             engine,
             txn,
@@ -191,7 +191,7 @@ pub(crate) async fn serve(
             } else {
                 drop(reader);
                 let mut req = upstream_request(&parts, &target, RequestBody::Empty, false);
-                relay_interim(&parts, &mut req);
+                relay_interim(&target, &mut req);
                 let cache_status = HeaderValue::from_static(unusable.unwrap_or("weir; fwd=miss"));
                 forward_hooked(engine, txn, &target, req, CacheOutcome::Miss, cache_status).await
             }

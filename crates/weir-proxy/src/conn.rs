@@ -40,6 +40,9 @@ pub(crate) struct ConnInfo {
     pub framing: Arc<crate::framing::FramingReport>,
     /// Requests received so far on this connection (HTTP/1 requests arrive in order).
     pub requests: std::sync::atomic::AtomicU64,
+    /// 1xx responses from origins for the request this HTTP/1.1 connection is
+    /// answering, written to the client ahead of hyper's output.
+    pub interim: crate::interim::Interim,
 }
 
 /// How a listener's connections are set up before HTTP.

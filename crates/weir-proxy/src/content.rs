@@ -201,6 +201,7 @@ fn parse(url: &str) -> Result<(Target, CacheKey), ContentError> {
         host: host_value,
         path_and_query,
         targeted: true,
+        interim: None,
     };
     Ok((target, key))
 }

@@ -15,7 +15,6 @@ use crate::engine::Engine;
 use crate::error::{body_too_large, client_body_error, ProxyError};
 use crate::headers;
 use crate::hooks::Whole;
-use crate::interim::Interim;
 use crate::metrics::{CacheOutcome, ErrorKind};
 use crate::modules::ModTxn;
 use crate::served::Served;
@@ -52,11 +51,11 @@ pub(crate) fn upstream_request(
     req
 }
 
-/// Has the 1xx responses the origin sends for `req` relayed to the client of `parts`
+/// Has the 1xx responses the origin sends for `req` relayed to the client of `target`
 /// (when it takes them): for a request whose client waits for this very response,
 /// never for a fetch the client's answer does not wait for.
-pub(crate) fn relay_interim(parts: &request::Parts, req: &mut Request<RequestBody>) {
-    if let Some(interim) = parts.extensions.get::<Interim>() {
+pub(crate) fn relay_interim(target: &Target, req: &mut Request<RequestBody>) {
+    if let Some(interim) = &target.interim {
         interim.relay_from(req);
     }
 }

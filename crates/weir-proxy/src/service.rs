@@ -233,7 +233,7 @@ async fn transact(
         return Ok(Served::module_reply(reply));
     }
     let mut upstream_req = upstream_request(&parts, &target, body, false);
-    relay_interim(&parts, &mut upstream_req);
+    relay_interim(&target, &mut upstream_req);
     let mut served = forward_hooked(
         engine,
         txn,

@@ -12,6 +12,7 @@ use http::request;
 use crate::config::ListenMode;
 use crate::conn::ConnInfo;
 use crate::error::ProxyError;
+use crate::interim::Interim;
 use crate::upstream::OriginAddr;
 
 /// Where a request goes and how it is named in the cache.
@@ -23,12 +24,15 @@ pub(crate) struct Target {
     /// Whether the storage policy obeys targeted cache-control fields (RFC 9213), as
     /// the listener says (`targeted_cache_control`).
     pub targeted: bool,
+    /// Where the origin's 1xx responses go, when the client takes them.
+    pub interim: Option<Interim>,
 }
 
 /// Finds the origin and the names to use for it.
 pub(crate) fn resolve_target(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
     let mut target = locate(conn, req)?;
     target.targeted = conn.listener.targeted_fields;
+    target.interim = crate::interim::client_accepts(req.version).then(|| conn.interim.clone());
     Ok(target)
 }
 
@@ -89,6 +93,7 @@ fn locate(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
                 host: host_header,
                 path_and_query,
                 targeted: false,
+                interim: None,
             })
         }
         ListenMode::Reverse => {
@@ -121,6 +126,7 @@ fn locate(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
                 host,
                 path_and_query,
                 targeted: false,
+                interim: None,
             })
         }
     }
@@ -203,6 +209,7 @@ fn transparent_target(
         host,
         path_and_query,
         targeted: false,
+        interim: None,
     })
 }
 

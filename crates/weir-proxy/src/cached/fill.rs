@@ -47,7 +47,7 @@ pub(super) fn start_fetch(
         object.add_validators(req.headers_mut());
     }
     if client_waits {
-        relay_interim(parts, &mut req);
+        relay_interim(target, &mut req);
     }
     // The fill may serve several clients: it has a transaction of its own, with the
     // leader's cache overrides (see docs/modules.md).

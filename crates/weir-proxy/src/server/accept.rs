@@ -98,6 +98,7 @@ pub(super) async fn accept_loop(
                     listener: info,
                     framing,
                     requests: AtomicU64::new(0),
+                    interim: Default::default(),
                 });
                 connection::serve(stream, conn, engine, protocols, stop).await;
             }

@@ -101,7 +101,7 @@ pub(crate) async fn serve(
         may_park: false,
         park_timer: None,
         park_armed: false,
-        interim: Interim::default(),
+        interim: conn.interim.clone(),
     };
     // Nothing is allocated for HTTP until the client sends. Not a wait for readability:
     // a TLS client's first bytes may already be decrypted, read with the handshake.
@@ -144,14 +144,11 @@ pub(crate) async fn serve(
     client.may_park = true;
     loop {
         let busy = client.busy.clone();
-        let relay = client.interim.clone();
         let (engine, conn) = (engine.clone(), conn.clone());
-        let service = hyper::service::service_fn(move |mut req| {
+        let service = hyper::service::service_fn(move |req| {
             let transaction = Busy::enter(&busy);
-            let relay = interim::client_accepts(req.version()).then(|| relay.clone());
-            if let Some(relay) = &relay {
-                req.extensions_mut().insert(relay.clone());
-            }
+            // The transaction finds the queue through its connection (`Target::interim`).
+            let relay = interim::client_accepts(req.version()).then(|| conn.interim.clone());
             let handled = crate::service::handle(engine.clone(), conn.clone(), req);
             async move {
                 // hyper polls this future on the connection's task: its waker is the
