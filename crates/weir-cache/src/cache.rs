@@ -48,6 +48,9 @@ pub struct CacheSettings {
     pub stale_if_error: std::time::Duration,
     /// Bytes that fills in flight may hold in memory at once (see [`FillBudget`]).
     pub fill_memory_bytes: u64,
+    /// After a range miss, the whole object is fetched in the background (besides
+    /// keeping the origin's 206 as a part). `false`: only the parts are kept.
+    pub range_fill_whole: bool,
 }
 
 impl CacheSettings {
@@ -96,6 +99,7 @@ impl Default for CacheSettings {
             stale_while_revalidate: std::time::Duration::ZERO,
             stale_if_error: std::time::Duration::ZERO,
             fill_memory_bytes: 32 << 20,
+            range_fill_whole: true,
         }
     }
 }
@@ -400,13 +404,18 @@ impl Cache {
     /// Removes what is stored under `key` (a variant list with its variants). Returns
     /// how many objects went.
     pub(crate) fn remove_key(&self, key: &CacheKey) -> usize {
-        let removed = match self.storage.get(key) {
+        let mut removed = match self.storage.get(key) {
             None | Some(StoredItem::Parts(_)) => 0,
             Some(StoredItem::Object(_)) => 1,
             Some(StoredItem::Variants(set)) => self.remove_variants(&set),
         };
         self.storage.remove(key);
-        self.storage.remove(&key.parts());
+        // Parts count as one object: a PURGE that finds only them found something.
+        let parts = key.parts();
+        if self.storage.get(&parts).is_some() {
+            removed += 1;
+            self.storage.remove(&parts);
+        }
         let on_disk = self.disk.as_ref().map_or(0, |d| d.invalidate(key));
         removed.max(on_disk)
     }
