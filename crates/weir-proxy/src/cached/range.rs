@@ -111,7 +111,7 @@ fn from_parts(
         }
     }
     let len = set.length();
-    let mut response = match parse(parts.headers.get(header::RANGE)?, len) {
+    let response = match parse(parts.headers.get(header::RANGE)?, len) {
         Spec::Ignore => return None,
         Spec::Unsatisfiable => {
             let mut r = Response::new(ProxyBody::empty());
@@ -137,7 +137,6 @@ fn from_parts(
             r
         }
     };
-    response.headers_mut().remove(header::TRANSFER_ENCODING);
     Some(Served {
         response,
         outcome: CacheOutcome::Hit,
