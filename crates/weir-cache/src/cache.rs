@@ -48,6 +48,9 @@ pub struct CacheSettings {
     pub stale_if_error: std::time::Duration,
     /// Bytes that fills in flight may hold in memory at once (see [`FillBudget`]).
     pub fill_memory_bytes: u64,
+    /// After a range miss, the whole object is fetched in the background (besides
+    /// keeping the origin's 206 as a part). `false`: only the parts are kept.
+    pub range_fill_whole: bool,
 }
 
 impl CacheSettings {
@@ -96,6 +99,7 @@ impl Default for CacheSettings {
             stale_while_revalidate: std::time::Duration::ZERO,
             stale_if_error: std::time::Duration::ZERO,
             fill_memory_bytes: 32 << 20,
+            range_fill_whole: true,
         }
     }
 }
@@ -128,6 +132,8 @@ pub struct Cache {
     pub(crate) listener: OnceLock<InvalidationListener>,
     pub(crate) stats: crate::purge_stats::Counters,
     fills: Arc<FillBudget>,
+    /// Taken while a URL's parts are read and replaced (see `parts.rs`).
+    pub(crate) parts_lock: Mutex<()>,
 }
 
 #[derive(Default)]
@@ -153,6 +159,7 @@ impl Cache {
             listener: OnceLock::new(),
             stats: Default::default(),
             fills: FillBudget::new(settings.fill_memory_bytes),
+            parts_lock: Mutex::new(()),
             settings,
         }
     }
@@ -202,7 +209,7 @@ impl Cache {
     /// it is fresh for that request at `now`.
     pub fn lookup(&self, key: &CacheKey, request: &request::Parts, now: SystemTime) -> Lookup {
         let object = match self.storage.get(key) {
-            None => return Lookup::Miss,
+            None | Some(StoredItem::Parts(_)) => return Lookup::Miss,
             Some(StoredItem::Object(o)) => o,
             Some(StoredItem::Variants(set)) => {
                 let vkey = key.variant(&set.vary, &request.headers);
@@ -233,17 +240,14 @@ impl Cache {
         if object.varies_on_everything() || object.body.len() > self.settings.max_object_bytes {
             return false;
         }
-        let mut tags = crate::tags::from_headers(&object.headers, &self.settings.tag_headers);
-        tags.extend(
-            crate::groups::group_names(&object.headers, &crate::groups::CACHE_GROUPS)
-                .iter()
-                .map(|g| crate::groups::group_tag(g)),
-        );
+        let tags = self.object_tags(&object.headers);
         let object = Arc::new(object.add_tags(tags));
         let Some(_permit) = self.invalidations.permit(ticket, key.url(), &object.tags) else {
             self.stats.refused();
             return false;
         };
+        // The complete object makes the parts kept of it useless.
+        self.storage.remove(&key.parts());
         if key.has_module_variant() {
             self.index_module_variant(key);
         }
@@ -260,6 +264,18 @@ impl Cache {
             disk.write(storage_key(key, request, &object), base, object);
         }
         true
+    }
+
+    /// The invalidation tags a response's fields give it: its tag headers' values and
+    /// its `Cache-Groups`.
+    pub(crate) fn object_tags(&self, headers: &http::HeaderMap) -> Vec<String> {
+        let mut tags = crate::tags::from_headers(headers, &self.settings.tag_headers);
+        tags.extend(
+            crate::groups::group_names(headers, &crate::groups::CACHE_GROUPS)
+                .iter()
+                .map(|g| crate::groups::group_tag(g)),
+        );
+        tags
     }
 
     /// Puts `object` in the memory tier under `key`, or under its variant key, keeping
@@ -336,7 +352,7 @@ impl Cache {
         all
     }
 
-    fn index_module_variant(&self, key: &CacheKey) {
+    pub(crate) fn index_module_variant(&self, key: &CacheKey) {
         let mut index = self
             .module_variants
             .lock()
@@ -348,7 +364,7 @@ impl Cache {
         if index.by_url.len() >= index.sweep_at.max(MODULE_VARIANT_SWEEP) {
             let storage = &self.storage;
             index.by_url.retain(|_, keys| {
-                keys.retain(|k| storage.get(k).is_some());
+                keys.retain(|k| storage.get(k).is_some() || storage.get(&k.parts()).is_some());
                 !keys.is_empty()
             });
             // What is left is live: sweep again only when the index has doubled.
@@ -371,7 +387,7 @@ impl Cache {
 
     pub(crate) fn entries(&self, key: &CacheKey) -> Vec<(CacheKey, Arc<CachedObject>)> {
         match self.storage.get(key) {
-            None => Vec::new(),
+            None | Some(StoredItem::Parts(_)) => Vec::new(),
             Some(StoredItem::Object(o)) => vec![(key.clone(), o)],
             Some(StoredItem::Variants(set)) => {
                 let keys = set.keys.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -388,12 +404,18 @@ impl Cache {
     /// Removes what is stored under `key` (a variant list with its variants). Returns
     /// how many objects went.
     pub(crate) fn remove_key(&self, key: &CacheKey) -> usize {
-        let removed = match self.storage.get(key) {
-            None => 0,
+        let mut removed = match self.storage.get(key) {
+            None | Some(StoredItem::Parts(_)) => 0,
             Some(StoredItem::Object(_)) => 1,
             Some(StoredItem::Variants(set)) => self.remove_variants(&set),
         };
         self.storage.remove(key);
+        // Parts count as one object: a PURGE that finds only them found something.
+        let parts = key.parts();
+        if self.storage.get(&parts).is_some() {
+            removed += 1;
+            self.storage.remove(&parts);
+        }
         let on_disk = self.disk.as_ref().map_or(0, |d| d.invalidate(key));
         removed.max(on_disk)
     }

@@ -7,6 +7,9 @@ use http::HeaderMap;
 
 /// What separates a URL from a module's variant in a key.
 const MODULE_VARIANT: &str = "\0~";
+/// What ends the key of a URL's stored parts: `\u{2}` never starts a Vary value (field
+/// values hold no control characters, and an absent field is `\u{1}`).
+const PARTS: &str = "\0\u{2}";
 
 /// The identity of a cached object: `scheme://authority/path?query` with the host
 /// lowercased, plus, for a Vary variant, the values of the request headers it varies on.
@@ -72,6 +75,14 @@ impl CacheKey {
         s.push_str(&self.0);
         s.push_str(MODULE_VARIANT);
         s.push_str(variant);
+        CacheKey(s.into())
+    }
+
+    /// The key under which the parts (206 responses) of this key's object are kept.
+    pub(crate) fn parts(&self) -> CacheKey {
+        let mut s = String::with_capacity(self.0.len() + PARTS.len());
+        s.push_str(&self.0);
+        s.push_str(PARTS);
         CacheKey(s.into())
     }
 

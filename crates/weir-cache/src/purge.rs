@@ -81,7 +81,7 @@ impl Cache {
         });
         let mut removed = 0;
         for key in keys {
-            if let Some(StoredItem::Object(_)) = self.storage.get(&key) {
+            if let Some(StoredItem::Object(_) | StoredItem::Parts(_)) = self.storage.get(&key) {
                 removed += 1;
             }
             self.storage.remove(&key);

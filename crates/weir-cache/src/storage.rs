@@ -7,6 +7,7 @@ use http::HeaderName;
 
 use crate::key::CacheKey;
 use crate::object::CachedObject;
+use crate::part_set::PartSet;
 
 /// What a key maps to: an object, or, for a URL whose responses carry `Vary`, the list
 /// of headers to build the variant key from.
@@ -16,6 +17,8 @@ pub enum StoredItem {
     Object(Arc<CachedObject>),
     /// The URL's responses vary on these request headers; each variant has its own key.
     Variants(Arc<VariantSet>),
+    /// The 206 responses kept of a URL's object, under the URL's parts key.
+    Parts(Arc<PartSet>),
 }
 
 impl StoredItem {
@@ -23,6 +26,7 @@ impl StoredItem {
         match self {
             StoredItem::Object(o) => o.weight(),
             StoredItem::Variants(v) => 256 + 64 * v.vary.len() as u32,
+            StoredItem::Parts(p) => p.weight(),
         }
     }
 }
@@ -110,6 +114,7 @@ impl Storage for MemoryStorage {
             match &item {
                 StoredItem::Object(o) => visit(&key, &o.tags),
                 StoredItem::Variants(_) => visit(&key, &[]),
+                StoredItem::Parts(p) => visit(&key, &p.head.tags),
             }
         }
     }

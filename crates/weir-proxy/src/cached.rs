@@ -28,6 +28,7 @@ mod fetch;
 mod fill;
 mod hit;
 mod keep;
+pub(crate) mod part;
 mod post;
 pub(crate) mod range;
 use fill::{fetch_in_background, start_fetch, Fill};

@@ -90,6 +90,7 @@ impl Server {
                 .collect(),
             max_memory_object_bytes: config.cache.max_memory_object.0,
             fill_memory_bytes: config.cache.fill_memory_bytes(),
+            range_fill_whole: config.cache.range_fill == crate::config::RangeFill::Whole,
             disk: match &config.cache.disk {
                 crate::config::DiskConfig::Off => None,
                 crate::config::DiskConfig::On { path, size } => Some(weir_cache::DiskSettings {

@@ -193,14 +193,16 @@ async fn transact(
         drop(body);
         return crate::cached::serve(engine, parts, target, txn).await;
     }
-    // A range miss is forwarded with its Range; its key is kept to fill the cache after.
+    // A range miss is forwarded with its Range; its key is kept to fill the cache after,
+    // with a ticket taken before the origin is asked (no resurrection by its part).
     let mut range_miss = None;
     if !skip_cache && crate::cached::range::is_range_candidate(&parts) {
         let key = crate::cached::key_for(&target, txn);
+        let ticket = engine.cache.ticket();
         if let Some(served) = crate::cached::range::from_cache(engine, &parts, key.clone()).await {
             return Ok(served);
         }
-        range_miss = Some(key);
+        range_miss = Some((key, ticket));
     }
     let body = match body {
         ClientBody::Read(read) => read,
@@ -254,11 +256,15 @@ async fn transact(
         served =
             crate::cached::store_post_response(engine, &parts, &target, key, rewrite, served).await;
     }
-    if let Some(key) = range_miss {
+    if let Some((key, ticket)) = range_miss {
         if served.response.status() == StatusCode::PARTIAL_CONTENT {
             let partial = served.response.headers();
             crate::cached::range::fill_after_partial(engine, &key, &parts, &target, txn, partial)
                 .await;
+            let rewrite = txn.as_ref().is_some_and(|t| t.wants(Event::ResponseBody));
+            served = crate::cached::part::keep_part(
+                engine, &key, &parts, &target, ticket, rewrite, served,
+            );
         }
     }
     Ok(served)

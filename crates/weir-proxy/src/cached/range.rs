@@ -13,7 +13,7 @@ use std::time::SystemTime;
 use futures_util::stream;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Response, StatusCode};
-use weir_cache::{CacheKey, CachedObject, Lookup, StoragePolicy};
+use weir_cache::{CacheKey, CachedObject, Freshness, Lookup, StoragePolicy};
 
 use super::fill::{fetch_in_background, strip_body};
 use super::hit::{serve_object, HIT};
@@ -46,7 +46,7 @@ pub(crate) async fn from_cache(
         outcome = CacheOutcome::DiskHit;
     }
     let Lookup::Fresh(object) = found else {
-        return None;
+        return from_parts(engine, parts, &key, now);
     };
     if object.status != StatusCode::OK {
         return None;
@@ -84,10 +84,72 @@ pub(crate) async fn from_cache(
     })
 }
 
+/// The answer from the parts kept of the object (see `part.rs`): a range inside one
+/// part, or a 416 for one beyond the complete length, while the parts are fresh.
+/// `None` for anything else, conditional requests included, which go to the origin.
+fn from_parts(
+    engine: &Engine,
+    parts: &request::Parts,
+    key: &CacheKey,
+    now: SystemTime,
+) -> Option<Served> {
+    let set = engine.cache.parts(key)?;
+    let conditional = [
+        header::IF_MATCH,
+        header::IF_NONE_MATCH,
+        header::IF_MODIFIED_SINCE,
+        header::IF_UNMODIFIED_SINCE,
+    ];
+    if conditional.iter().any(|c| parts.headers.contains_key(c))
+        || !matches!(set.head.freshness(parts, now), Freshness::Fresh)
+    {
+        return None;
+    }
+    if let Some(condition) = parts.headers.get(header::IF_RANGE) {
+        if !if_range_holds(condition, &set.head.headers) {
+            return None;
+        }
+    }
+    let len = set.length();
+    let response = match parse(parts.headers.get(header::RANGE)?, len) {
+        Spec::Ignore => return None,
+        Spec::Unsatisfiable => {
+            let mut r = Response::new(ProxyBody::empty());
+            *r.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+            *r.headers_mut() = set.head.response_headers(now);
+            r.headers_mut()
+                .insert(header::CONTENT_RANGE, content_range(None, len));
+            r.headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+            r
+        }
+        Spec::Bytes(first, last) => {
+            let bytes = set.slice(first, last)?;
+            let mut r = Response::new(ProxyBody::full(bytes));
+            *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+            *r.headers_mut() = set.head.response_headers(now);
+            r.headers_mut().insert(
+                header::CONTENT_RANGE,
+                content_range(Some((first, last)), len),
+            );
+            r.headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(last - first + 1));
+            r
+        }
+    };
+    Some(Served {
+        response,
+        outcome: CacheOutcome::Hit,
+        cache_status: HIT,
+        upstream: None,
+        origin_body: false,
+    })
+}
+
 /// After the origin answered a range miss with `partial` (a 206): fetches and stores
 /// the whole object in the background when the 206's own caching fields say a 200 with
 /// them would be stored and its `Content-Range` says the whole fits in
-/// `[cache] max_object`. Nothing happens for a module that skips the cache, when a
+/// `[cache] max_object`, unless `[cache] range_fill = "parts"`. Nothing happens for a module that skips the cache, when a
 /// fetch of the object is already under way, or when one stored it meanwhile.
 pub(crate) async fn fill_after_partial(
     engine: &Arc<Engine>,
@@ -99,6 +161,9 @@ pub(crate) async fn fill_after_partial(
     partial: &HeaderMap,
 ) {
     let settings = engine.cache.settings();
+    if !settings.range_fill_whole {
+        return;
+    }
     let Some(total) = complete_length(partial) else {
         return;
     };
@@ -149,7 +214,7 @@ pub(crate) async fn fill_after_partial(
 /// which apply to this fetch as to any miss. Without them an origin could answer with
 /// a login page, a 401 or an anonymous variant, stored under the URL the client was
 /// served.
-fn whole_object_request(parts: &request::Parts) -> request::Parts {
+pub(super) fn whole_object_request(parts: &request::Parts) -> request::Parts {
     let mut whole = strip_body(parts);
     let exchange_only = [
         header::RANGE,

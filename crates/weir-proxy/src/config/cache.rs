@@ -51,6 +51,20 @@ pub struct CacheConfig {
     /// Client networks that may send PURGE to a client listener; others get 403.
     #[serde(deserialize_with = "networks")]
     pub purge_from: Vec<IpNet>,
+    /// What a range miss fills the cache with besides the origin's 206.
+    pub range_fill: RangeFill,
+}
+
+/// `[cache] range_fill`: what a range miss puts in the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RangeFill {
+    /// The 206 as a part, and the whole object fetched in the background (when it is
+    /// storable and within `max_object`), so any later range is a hit.
+    Whole,
+    /// The 206 as a part only (Squid's default): no second request to the origin;
+    /// later ranges inside the parts are hits, and parts that cover the object make it.
+    Parts,
 }
 
 impl Default for CacheConfig {
@@ -74,6 +88,7 @@ impl Default for CacheConfig {
             stale_if_error: Seconds::from_secs(0.0),
             tag_headers: access::default_tag_headers(),
             purge_from: default_allow(),
+            range_fill: RangeFill::Whole,
         }
     }
 }

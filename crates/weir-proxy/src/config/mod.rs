@@ -30,7 +30,7 @@ mod whole;
 mod tests;
 
 pub use access::AdminToken;
-pub use cache::{CacheConfig, DiskConfig};
+pub use cache::{CacheConfig, DiskConfig, RangeFill};
 pub use error::ConfigError;
 pub use limits::{LimitsConfig, TimeoutsConfig, UpstreamConfig};
 pub use listen::{ListenConfig, ListenMode, RouteConfig};

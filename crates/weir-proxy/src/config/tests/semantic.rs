@@ -148,6 +148,19 @@ fn targeted_field() {
 }
 
 #[test]
+fn range_fill() {
+    assert_eq!(parse("").cache.range_fill, RangeFill::Whole);
+    let c = parse("[cache]\nrange_fill = \"parts\"\n");
+    assert_eq!(c.cache.range_fill, RangeFill::Parts);
+    fails(
+        "[cache]\nrange_fill = \"all\"\n",
+        2,
+        "cache.range_fill",
+        "expected `whole` or `parts`",
+    );
+}
+
+#[test]
 fn refresh_rules() {
     fails(
         "[cache]\nheuristic_max = \"2d\"\n\n[[cache.refresh]]\npattern = \"(\"\n",
