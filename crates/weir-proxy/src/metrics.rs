@@ -16,12 +16,14 @@ use crate::config::ListenMode;
 
 mod cache;
 mod encode;
+mod figures;
 mod labels;
 mod listener;
 mod process;
 mod purge;
 
 pub use cache::CacheFigures;
+pub use figures::Figures;
 pub use labels::{Alpn, CacheOutcome, ErrorKind, Refusal};
 pub use process::ProcessFigures;
 
@@ -56,6 +58,7 @@ pub struct Metrics {
     durations: [AtomicHistogram; CacheOutcome::ALL.len()],
     bytes_in: Counter,
     bytes_out: Counter,
+    bytes_out_cached: Counter,
     errors: [Counter; ErrorKind::ALL.len()],
     origin_open: Gauge,
     origin_opened: Counter,
@@ -106,6 +109,11 @@ impl Metrics {
 
         let bytes_in = add(&mut r, "bytes_in", "Request body bytes from clients");
         let bytes_out = add(&mut r, "bytes_out", "Response body bytes to clients");
+        let bytes_out_cached = add(
+            &mut r,
+            "bytes_out_cached",
+            "Response body bytes to clients that came from the cache (hits, revalidated and stale copies)",
+        );
 
         let errors: [Counter; ErrorKind::ALL.len()] = Default::default();
         let labels = ErrorKind::ALL.map(|k| vec![("kind", k.as_str())]);
@@ -150,6 +158,7 @@ impl Metrics {
             durations,
             bytes_in,
             bytes_out,
+            bytes_out_cached,
             errors,
             origin_open,
             origin_opened,
@@ -176,6 +185,9 @@ impl Metrics {
         }
         if bytes_out > 0 {
             self.bytes_out.inc_by(bytes_out);
+            if outcome.from_cache() {
+                self.bytes_out_cached.inc_by(bytes_out);
+            }
         }
     }
 

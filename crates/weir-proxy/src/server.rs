@@ -64,6 +64,7 @@ impl Server {
         config: Config,
         factories: &[Box<dyn weir_api::ModuleFactory>],
     ) -> Result<Server, StartError> {
+        let started = std::time::Instant::now();
         let metrics = Arc::new(Metrics::new());
         let log = AccessLog::open(&config.log).map_err(|e| {
             StartError(format!(
@@ -245,6 +246,14 @@ impl Server {
                     reload: reload_tx.clone(),
                     content: content.clone(),
                     token: config.admin.token.as_ref().map(|t| t.0.clone()),
+                    status: crate::admin::StatusFacts {
+                        started,
+                        memory: config.cache.memory.0,
+                        disk: match &config.cache.disk {
+                            crate::config::DiskConfig::On { size, .. } => size.0,
+                            crate::config::DiskConfig::Off => 0,
+                        },
+                    },
                 };
                 Some(tokio::spawn(crate::admin::serve(listener, Arc::new(admin))))
             }

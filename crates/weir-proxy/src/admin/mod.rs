@@ -1,7 +1,8 @@
-//! The admin listener: `/metrics` for Prometheus, `/healthz` for liveness probes,
-//! `POST /admin/reload` to reload the configuration (as SIGHUP does), and the content
-//! API under `/admin/` (query, read, inject, delete, purge, preload, validate, expire;
-//! see docs/operations.md). Every `/admin/` path needs the bearer token when
+//! The admin listener: the live status page at `/` (its figures at `/admin/status`),
+//! `/metrics` for Prometheus, `/healthz` for liveness probes, `POST /admin/reload` to
+//! reload the configuration (as SIGHUP does), and the content API under `/admin/`
+//! (query, read, inject, delete, purge, preload, validate, expire; see
+//! docs/operations.md). The page and every `/admin/` path need the token when
 //! `[admin] token` is set; `/metrics` and `/healthz` stay open.
 
 mod actions;
@@ -10,6 +11,7 @@ mod cache;
 mod json;
 mod reload;
 mod response;
+mod status;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -31,6 +33,7 @@ use crate::metrics::{Metrics, OPENMETRICS_CONTENT_TYPE};
 pub use reload::ReloadRequest;
 use reload::ReloadSender;
 use response::{reply, text, AdminBody};
+pub(crate) use status::StatusFacts;
 
 /// What the admin listener serves.
 pub(crate) struct Admin {
@@ -40,6 +43,8 @@ pub(crate) struct Admin {
     pub content: Arc<EngineContent>,
     /// `[admin] token`.
     pub token: Option<String>,
+    /// What the status page measures against.
+    pub status: StatusFacts,
 }
 
 /// A scraper that has not sent its request head by then is not coming back.
@@ -85,6 +90,19 @@ pub(crate) async fn serve(listener: TcpListener, admin: Arc<Admin>) {
 
 async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
     let path = req.uri().path();
+    if path == "/" && matches!(*req.method(), Method::GET | Method::HEAD) {
+        if !auth::allowed(admin.token.as_deref(), req.headers()) {
+            // A browser asks its user for the token (as the password) and sends it on
+            // with the page's own requests.
+            let mut r = text(StatusCode::UNAUTHORIZED, "this needs the admin token\n");
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Basic realm=\"weir admin\", charset=\"UTF-8\""),
+            );
+            return r.map(|b| b.boxed_unsync());
+        }
+        return status::page();
+    }
     if path != "/admin" && !path.starts_with("/admin/") {
         return respond(&req, &admin.metrics).map(|b| b.boxed_unsync());
     }
@@ -101,6 +119,10 @@ async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
     }
     let content = &admin.content;
     match path {
+        "/admin/status" if *req.method() == Method::GET => {
+            status::snapshot(&admin.metrics, &admin.status)
+        }
+        "/admin/status" => json::not_allowed("GET"),
         "/admin/reload" => reload::reload_now(&req, &admin.reload)
             .await
             .map(|b| b.boxed_unsync()),
@@ -132,7 +154,7 @@ fn respond(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> 
             OPENMETRICS_CONTENT_TYPE,
             Bytes::from(metrics.encode()),
         ),
-        "/" | "/healthz" => text(StatusCode::OK, "ok\n"),
+        "/healthz" => text(StatusCode::OK, "ok\n"),
         _ => text(
             StatusCode::NOT_FOUND,
             "not found; try /metrics or /healthz\n",

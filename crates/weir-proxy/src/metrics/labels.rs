@@ -49,6 +49,20 @@ impl CacheOutcome {
         CacheOutcome::Error,
     ];
 
+    /// Whether the response body came from the cache rather than the origin: fresh
+    /// hits, copies the origin confirmed (304) and stale copies. A collapsed request is
+    /// not: its body came from the origin, for another client too.
+    pub fn from_cache(self) -> bool {
+        matches!(
+            self,
+            CacheOutcome::Hit
+                | CacheOutcome::DiskHit
+                | CacheOutcome::RefreshUnmodified
+                | CacheOutcome::StaleRevalidating
+                | CacheOutcome::StaleOnError
+        )
+    }
+
     /// Lowercase label value.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -1,0 +1,102 @@
+//! The admin status page in a real browser: headless Chromium (Debian's `chromium`,
+//! installed by ./test.sh) loads it while traffic flows through the proxy, runs its
+//! script, and the figures it shows move.
+
+mod common;
+
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+
+/// The value of `attribute` on the element with `id` in `dom`.
+fn attribute<'a>(dom: &'a str, id: &str, attribute: &str) -> Option<&'a str> {
+    let element = &dom[dom.find(&format!("id=\"{id}\""))?..];
+    let element = &element[..element.find('>')?];
+    let start = element.find(&format!("{attribute}=\""))? + attribute.len() + 2;
+    let len = element[start..].find('"')?;
+    Some(&element[start..start + len])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_page_shows_live_figures_in_a_browser() {
+    let Ok(browser) = which("chromium") else {
+        eprintln!("SKIPPED: the status page browser test: no chromium (./test.sh installs it)");
+        return;
+    };
+    let origin = TestOrigin::start();
+    origin.route("/*", Reply::ok("x".repeat(2000)).cc("max-age=600"));
+    let proxy = Proxy::forward();
+    let client = proxied_client(proxy.forward_addr());
+    // Traffic for as long as the browser looks: hits, and a new miss now and then.
+    let running = Arc::new(AtomicBool::new(true));
+    let traffic = tokio::spawn({
+        let (running, origin_url) = (running.clone(), origin.url("/"));
+        async move {
+            let mut i = 0u32;
+            while running.load(Ordering::Relaxed) && i < 20_000 {
+                get(&client, &format!("{origin_url}{}", i % 50), &[]).await;
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    });
+    let profile = temp_dir("chromium-profile");
+    let url = format!("http://{}/", proxy.admin_addr());
+    let dom = tokio::task::spawn_blocking(move || {
+        Command::new(browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                &format!("--user-data-dir={}", profile.display()),
+                // Virtual time runs the page's one-second poll quickly, and waits for
+                // each real fetch of the figures.
+                "--virtual-time-budget=6000",
+                "--dump-dom",
+                &url,
+            ])
+            .output()
+            .expect("chromium runs")
+    })
+    .await
+    .unwrap();
+    running.store(false, Ordering::Relaxed);
+    traffic.await.unwrap();
+    let page = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&dom.stderr)
+    );
+    assert_eq!(attribute(&page, "live", "class"), Some("ok"), "{page}");
+    let totals: Vec<u64> = attribute(&page, "trace", "data-totals")
+        .unwrap_or_else(|| panic!("no trace in {page}"))
+        .split(',')
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    assert!(totals.len() >= 3, "samples {totals:?}");
+    assert!(
+        totals.windows(2).all(|w| w[0] <= w[1]) && totals[0] < totals[totals.len() - 1],
+        "the request count did not move: {totals:?}"
+    );
+    // The figures the script wrote, not the placeholders.
+    for id in ["rps", "hit-count", "bandwidth", "resident"] {
+        let at = page.find(&format!("id=\"{id}\">")).expect(id) + id.len() + 6;
+        assert!(!page[at..].starts_with('–'), "{id} is still empty: {page}");
+    }
+}
+
+/// The path of `program` on PATH.
+fn which(program: &str) -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(program))
+                .find(|p| p.is_file())
+        })
+        .ok_or(())
+}
