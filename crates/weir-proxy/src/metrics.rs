@@ -23,7 +23,6 @@ mod process;
 mod purge;
 
 pub use cache::CacheFigures;
-pub use figures::Figures;
 pub use labels::{Alpn, CacheOutcome, ErrorKind, Refusal};
 pub use process::ProcessFigures;
 

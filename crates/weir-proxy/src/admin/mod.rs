@@ -188,6 +188,11 @@ mod tests {
             reload,
             content: EngineContent::new(Arc::new(cache)),
             token: None,
+            status: StatusFacts {
+                started: std::time::Instant::now(),
+                memory: 1 << 20,
+                disk: 0,
+            },
         };
         let task = tokio::spawn(serve(listener, Arc::new(admin)));
         // Stands in for the main loop: refuses the first reload, accepts the second.

@@ -5,7 +5,7 @@ use super::{CacheFigures, CacheOutcome, ErrorKind, Metrics, ProcessFigures};
 
 /// What the metrics say now.
 #[derive(Debug, Clone, Default)]
-pub struct Figures {
+pub(crate) struct Figures {
     /// Finished transactions by outcome, every listener mode together, in the order
     /// of [`CacheOutcome::ALL`].
     pub requests: [u64; CacheOutcome::ALL.len()],
@@ -27,7 +27,7 @@ pub struct Figures {
 
 impl Metrics {
     /// Reads every figure the status page shows.
-    pub fn figures(&self) -> Figures {
+    pub(crate) fn figures(&self) -> Figures {
         let mut requests = [0; CacheOutcome::ALL.len()];
         for by_mode in &self.requests {
             for (total, counter) in requests.iter_mut().zip(by_mode) {
