@@ -51,6 +51,8 @@ pub struct LogRecord<'a> {
     pub user_agent: Option<&'a str>,
     /// Request Referer.
     pub referer: Option<&'a str>,
+    /// The client's authenticated user, when a module set one (`Txn::set_user`).
+    pub user: Option<&'a str>,
     /// Fields modules added (`Txn::log_field`), appended as `name=value`.
     pub fields: &'a [(&'static str, String)],
 }
@@ -245,7 +247,9 @@ fn squid(line: &mut String, r: &LogRecord<'_>) {
     push_token(line, r.method);
     line.push(' ');
     push_token(line, r.url);
-    line.push_str(" - ");
+    line.push(' ');
+    push_token(line, r.user.unwrap_or("-"));
+    line.push(' ');
     match r.upstream {
         Some(upstream) => {
             line.push_str("HIER_DIRECT/");
@@ -275,7 +279,9 @@ fn push_token(line: &mut String, value: &str) {
 
 /// `%h %l %u [%t] "%r" %>s %b "%{Referer}i" "%{User-agent}i"`
 fn combined(line: &mut String, r: &LogRecord<'_>) {
-    let _ = write!(line, "{} - - [", r.client.ip());
+    let _ = write!(line, "{} - ", r.client.ip());
+    push_token(line, r.user.unwrap_or("-"));
+    line.push_str(" [");
     push_clf_time(line, since_epoch(r.start).as_secs());
     line.push_str("] \"");
     push_quoted(line, r.method);
@@ -382,6 +388,7 @@ mod tests {
             content_type: Some("text/html"),
             user_agent: Some("curl/8.0 \"x\"\n"),
             referer: None,
+            user: None,
             fields: &[],
         }
     }
@@ -404,6 +411,24 @@ mod tests {
         let line = format_line(LogFormat::Combined, &r);
         assert!(
             line.ends_with("\" adblock=blocked%20rule enc=gzip\n"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn the_user_fills_the_user_fields_and_cannot_split_the_line() {
+        let r = LogRecord {
+            user: Some("ann lee"),
+            ..record()
+        };
+        let line = format_line(LogFormat::Squid, &r);
+        assert!(
+            line.contains(" http://example.com/ ann%20lee HIER_DIRECT/"),
+            "{line}"
+        );
+        let line = format_line(LogFormat::Combined, &r);
+        assert!(
+            line.starts_with("127.0.0.1 - ann%20lee [14/Nov/2023"),
             "{line}"
         );
     }
