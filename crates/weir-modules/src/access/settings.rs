@@ -368,7 +368,8 @@ fn compile(
 fn first_line(e: &regex::Error) -> String {
     let text = e.to_string();
     let last = text.lines().filter(|l| !l.trim().is_empty()).next_back();
-    last.unwrap_or("").trim().to_string()
+    let last = last.unwrap_or("").trim();
+    last.strip_prefix("error: ").unwrap_or(last).to_string()
 }
 
 fn port_range(p: &Port) -> Option<RangeInclusive<u16>> {
