@@ -36,19 +36,34 @@ fn reverse_status(proxy: &Proxy, host: &str, path: &str) -> u16 {
 
 #[tokio::test]
 async fn forward_listeners_deny_what_no_rule_allows_with_a_plain_page() {
-    let (origin, proxy) = setup(
-        "[[module.rule]]\naction = \"allow\"\nurl_regex = \"/open/\"",
-    );
+    let (origin, proxy) = setup("[[module.rule]]\naction = \"allow\"\nurl_regex = \"/open/\"");
     let client = proxied_client(proxy.forward_addr());
     assert_eq!(get(&client, &origin.url("/open/a"), &[]).await.status, 200);
     let denied = get(&client, &origin.url("/closed/a"), &[]).await;
     assert_eq!(denied.status, 403);
-    assert_eq!(origin.count("/closed/a"), 0, "a denied request is not forwarded");
-    assert!(denied.header("content-type").unwrap().starts_with("text/html"));
+    assert_eq!(
+        origin.count("/closed/a"),
+        0,
+        "a denied request is not forwarded"
+    );
+    assert!(denied
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/html"));
     let page = denied.text();
     assert!(page.contains("Access denied"), "{page}");
-    for internal in ["weir", "Weir", "rule", "127.0.0.1", "/closed/a", "url_regex"] {
-        assert!(!page.contains(internal), "the page names {internal:?}: {page}");
+    for internal in [
+        "weir",
+        "Weir",
+        "rule",
+        "127.0.0.1",
+        "/closed/a",
+        "url_regex",
+    ] {
+        assert!(
+            !page.contains(internal),
+            "the page names {internal:?}: {page}"
+        );
     }
     // The reverse listener has no rule allowing it either, and allows by default.
     assert_eq!(reverse_status(&proxy, "site.test", "/closed/b"), 200);
@@ -81,7 +96,10 @@ async fn destination_domains_exact_and_with_subdomains() {
     assert_eq!(reverse_status(&proxy, "a.b.suffix.test", "/a"), 200);
     assert_eq!(reverse_status(&proxy, "notsuffix.test", "/a"), 403);
     // Forward: the host of the absolute URL; a denial needs no name lookup.
-    assert_eq!(forward_status(&proxy, "http://ads.elsewhere.test/x").await, 403);
+    assert_eq!(
+        forward_status(&proxy, "http://ads.elsewhere.test/x").await,
+        403
+    );
 }
 
 #[tokio::test]
@@ -94,7 +112,10 @@ async fn host_and_url_patterns() {
     assert_eq!(reverse_status(&proxy, "WWW.Bad.test", "/a"), 403);
     assert_eq!(reverse_status(&proxy, "notbad.test", "/a"), 200);
     assert_eq!(reverse_status(&proxy, "site.test", "/private/a"), 403);
-    assert_eq!(reverse_status(&proxy, "site.test", "/public/private/a"), 200);
+    assert_eq!(
+        reverse_status(&proxy, "site.test", "/public/private/a"),
+        200
+    );
     assert_eq!(forward_status(&proxy, &origin.url("/private/b")).await, 403);
     assert_eq!(forward_status(&proxy, &origin.url("/public/b")).await, 200);
     assert_eq!(origin.count("/private/a") + origin.count("/private/b"), 0);
@@ -102,9 +123,8 @@ async fn host_and_url_patterns() {
 
 #[tokio::test]
 async fn methods() {
-    let (origin, proxy) = setup(
-        "[[module.rule]]\naction = \"allow\"\nmethods = [\"GET\", \"HEAD\"]",
-    );
+    let (origin, proxy) =
+        setup("[[module.rule]]\naction = \"allow\"\nmethods = [\"GET\", \"HEAD\"]");
     let client = proxied_client(proxy.forward_addr());
     assert_eq!(get(&client, &origin.url("/m"), &[]).await.status, 200);
     let post = send(&client, "POST", &origin.url("/m"), &[], Some(b"x".to_vec())).await;
@@ -198,7 +218,10 @@ fn check_error(module: &str, line: usize, key: &str) -> String {
     let dir = temp_dir("access-check");
     let text = format!("[[listen]]\naddr = \"127.0.0.1:3128\"\nmode = \"forward\"\n\n{module}");
     let path = write_config(&dir, "weir.toml", &text);
-    let out = run_weir(&["check", "--config", path.to_str().unwrap()], Duration::from_secs(10));
+    let out = run_weir(
+        &["check", "--config", path.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(2), "stderr:\n{stderr}");
     let expected = format!("weir: {}:{line}: key `{key}`: ", path.display());
@@ -237,5 +260,8 @@ fn check_names_file_line_and_key_of_an_unknown_group() {
         "module[0].rule[0].groups[1]",
     );
     assert!(message.contains("no group named `teachers`"), "{message}");
-    assert!(message.contains("staff"), "the defined groups are listed: {message}");
+    assert!(
+        message.contains("staff"),
+        "the defined groups are listed: {message}"
+    );
 }

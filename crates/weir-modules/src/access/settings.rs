@@ -367,7 +367,7 @@ fn compile(
 
 fn first_line(e: &regex::Error) -> String {
     let text = e.to_string();
-    let last = text.lines().filter(|l| !l.trim().is_empty()).next_back();
+    let last = text.lines().rfind(|l| !l.trim().is_empty());
     let last = last.unwrap_or("").trim();
     last.strip_prefix("error: ").unwrap_or(last).to_string()
 }
