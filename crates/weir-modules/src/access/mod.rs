@@ -105,9 +105,12 @@ impl Access {
             ListenerMode::Reverse => Action::Allow,
             ListenerMode::Forward | ListenerMode::Transparent => Action::Deny,
         };
-        let user = match &checked {
-            Some(Checked::User(user)) => Some(user.clone()),
-            _ => None,
+        // Moved, not cloned: the user's name is shared with the cache, and each clone
+        // is an atomic update of one counter that every worker touches.
+        let (user, bad_credentials) = match checked {
+            Some(Checked::User(user)) => (Some(user), false),
+            Some(Checked::Bad) => (None, true),
+            None => (None, false),
         };
         let verdict = {
             let view = view_of(txn, request, &LocalTime::now);
@@ -129,8 +132,8 @@ impl Access {
             Verdict::Challenge => {
                 self.challenged.inc();
                 let reply = self.replies.challenge(listener.mode);
-                match (&checked, &self.auth) {
-                    (Some(Checked::Bad), Some(auth)) => {
+                match &self.auth {
+                    Some(auth) if bad_credentials => {
                         self.failures.inc();
                         txn.log_field("auth", "failed");
                         Judged::RespondAfter(auth.failed(txn.client_addr().ip()), reply)

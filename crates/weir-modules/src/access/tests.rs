@@ -201,3 +201,30 @@ fn host_and_port_of_a_host_header() {
     assert_eq!(split_host_port("[::1]:81"), ("[::1]", Some(81)));
     assert_eq!(split_host_port("[::1]"), ("[::1]", None));
 }
+
+#[test]
+fn failures_slow_down_one_client_up_to_the_bound() {
+    use std::time::Duration;
+    let config = super::settings::AuthConfig {
+        htpasswd: "/dev/null".into(),
+        realm: "r".into(),
+        credential_ttl: Duration::from_secs(60),
+        failure_delay: Duration::from_millis(100),
+        failure_delay_max: Duration::from_millis(350),
+    };
+    let auth = super::auth::Authenticator::new(config).unwrap();
+    let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+    let delays: Vec<u128> = (0..4).map(|_| auth.failed(a).as_millis()).collect();
+    assert_eq!(delays, [100, 200, 350, 350]);
+    assert_eq!(
+        auth.failed(b).as_millis(),
+        100,
+        "another client starts over"
+    );
+    auth.succeeded(a);
+    assert_eq!(
+        auth.failed(a).as_millis(),
+        100,
+        "a success forgets the failures"
+    );
+}
