@@ -63,7 +63,7 @@ pub use flow::{Decision, Flow, Reply};
 pub use head::{RequestHead, ResponseHead};
 pub use module::{Module, ModuleFactory, Timer};
 pub use settings::{Settings, SettingsError};
-pub use txn::{engine, CacheLookup, CacheOverrides, Txn};
+pub use txn::{engine, CacheLookup, CacheOverrides, Listener, ListenerMode, Txn};
 
 pub use bytes::Bytes;
 pub use http;

@@ -4,6 +4,7 @@
 use std::any::Any;
 use std::borrow::Cow;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What the cache lookup found.
@@ -37,9 +38,34 @@ pub struct CacheOverrides {
     pub tags: Vec<String>,
 }
 
+/// How the listener that received a transaction serves its clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenerMode {
+    /// Clients know they talk to a proxy: absolute URLs, CONNECT, `Proxy-Authorization`.
+    Forward,
+    /// Clients take the proxy for the origin (origin-form URLs, `Authorization`).
+    Reverse,
+    /// Connections the kernel redirected to the proxy: clients do not know of it.
+    Transparent,
+}
+
+/// What a transaction knows of the listener that received it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listener {
+    /// Forward, reverse or transparent.
+    pub mode: ListenerMode,
+    /// The client's connection is TLS (the listener terminates it): origin-form URLs
+    /// are `https`.
+    pub tls: bool,
+}
+
 /// One transaction, as every module's callbacks see it.
 pub struct Txn {
     client: SocketAddr,
+    listener: Listener,
+    /// Shared, not copied: a module that authenticates keeps the name it verified once
+    /// and hands it to every transaction of that user without an allocation.
+    user: Option<Arc<str>>,
     current: usize,
     body_length_may_change: bool,
     whole_body: bool,
@@ -68,6 +94,23 @@ impl Txn {
     /// The client's address.
     pub fn client_addr(&self) -> SocketAddr {
         self.client
+    }
+
+    /// The listener that received the transaction.
+    pub fn listener(&self) -> Listener {
+        self.listener
+    }
+
+    /// Names the client's authenticated user: the access log writes it (Squid's user
+    /// field, the combined format's `%u`), and later modules read it with
+    /// [`Txn::user`]. Set it at `RequestHeaders`, where the request is authenticated.
+    pub fn set_user(&mut self, user: Arc<str>) {
+        self.user = Some(user);
+    }
+
+    /// The authenticated user, when a module set one.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
     }
 
     /// This module's own state for this transaction, created with `T::default()` on
@@ -147,11 +190,22 @@ pub mod engine {
         let _ = modules;
         Txn {
             client,
+            listener: Listener {
+                mode: ListenerMode::Forward,
+                tls: false,
+            },
+            user: None,
             current: 0,
             body_length_may_change: false,
             whole_body: false,
             extra: None,
         }
+    }
+
+    /// Says which listener received the transaction (a new one is a plain-text forward
+    /// listener's).
+    pub fn set_listener(txn: &mut Txn, listener: Listener) {
+        txn.listener = listener;
     }
 
     /// Selects whose state [`Txn::state`] returns: the module at this index.

@@ -42,11 +42,17 @@
 //! for clients that accept it) in helper processes at idle priority, and stores each
 //! result as a variant of its own.
 //!
+//! # Administration
+//! [`access`] decides who may use the proxy for what: ordered allow and deny rules
+//! (client network, user and group, destination, patterns, method, port, scheme, time)
+//! and Basic proxy authentication against an htpasswd file.
+//!
 //! # Helper processes
 //! Work a module runs in a helper process is named by a kind; [`helper_handler`]
 //! gives the job handler of each kind, for the `weir helper KIND` entry point.
 #![deny(missing_docs)]
 
+pub mod access;
 pub mod adblock;
 pub mod compress;
 pub mod diagnostics;
@@ -61,7 +67,7 @@ use weir_api::ModuleContext;
 use weir_api::ModuleFactory;
 
 /// The factories of every built-in module, one per name: `empty`, `add-headers`,
-/// `body-copy`, `preload`, `adblock`, `compress`, `icap` and `transcode` (see the
+/// `body-copy`, `preload`, `adblock`, `compress`, `icap`, `transcode` and `access` (see the
 /// [crate documentation](crate)).
 pub fn builtin() -> Vec<Box<dyn ModuleFactory>> {
     vec![
@@ -73,6 +79,7 @@ pub fn builtin() -> Vec<Box<dyn ModuleFactory>> {
         Box::new(compress::CompressFactory),
         Box::new(icap::IcapFactory),
         Box::new(transcode::TranscodeFactory),
+        Box::new(access::AccessFactory),
     ]
 }
 
@@ -102,7 +109,8 @@ mod tests {
                 "adblock",
                 "compress",
                 "icap",
-                "transcode"
+                "transcode",
+                "access"
             ]
         );
     }

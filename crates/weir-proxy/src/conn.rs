@@ -27,6 +27,20 @@ pub(crate) struct ListenerInfo {
     pub setup: Setup,
 }
 
+impl ListenerInfo {
+    /// What modules see of this listener.
+    pub fn api_view(&self, tls: bool) -> weir_api::Listener {
+        weir_api::Listener {
+            mode: match self.mode {
+                ListenMode::Forward => weir_api::ListenerMode::Forward,
+                ListenMode::Reverse => weir_api::ListenerMode::Reverse,
+                ListenMode::Transparent => weir_api::ListenerMode::Transparent,
+            },
+            tls,
+        }
+    }
+}
+
 /// One client connection.
 pub(crate) struct ConnInfo {
     /// The client: the peer, or the address a PROXY header gave.

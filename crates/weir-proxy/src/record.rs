@@ -128,6 +128,7 @@ impl TxnRecord {
                 content_type: log.content_type.as_deref(),
                 user_agent: log.user_agent.as_deref(),
                 referer: log.referer.as_deref(),
+                user: self.txn.as_ref().and_then(|t| t.txn.user()),
                 fields,
             });
         }

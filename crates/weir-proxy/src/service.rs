@@ -59,7 +59,11 @@ pub(crate) async fn handle(
                     .or(req.uri().authority().map(|a| a.as_str()));
                 r.route_index(host, req.uri().path())
             });
-        chains.for_route(route).new_txn(conn.client)
+        let mut txn = chains.for_route(route).new_txn(conn.client);
+        if let Some(t) = txn.as_mut() {
+            weir_api::engine::set_listener(&mut t.txn, conn.listener.api_view(https));
+        }
+        txn
     };
     let served = match transact(&engine, &conn, req, &mut txn).await {
         Ok(s) => s,

@@ -41,7 +41,7 @@ mod options;
 mod pool;
 mod reader;
 mod service;
-mod settings;
+pub(crate) mod settings;
 mod transport;
 mod wire;
 

@@ -42,7 +42,7 @@ struct ServiceSettings {
 /// A duration written as a number of seconds or `"500ms"`, `"2s"`, `"1m"`.
 #[derive(Deserialize)]
 #[serde(crate = "weir_api::serde", untagged)]
-enum Duration_ {
+pub(crate) enum Duration_ {
     Seconds(f64),
     Text(String),
 }
@@ -189,14 +189,14 @@ fn authority(url: &str) -> Result<String, String> {
     })
 }
 
-fn duration_of(seconds: f64) -> Result<Duration, String> {
+pub(crate) fn duration_of(seconds: f64) -> Result<Duration, String> {
     if !(0.0..=86_400.0).contains(&seconds) {
         return Err(format!("{seconds} is out of range (0 to one day)"));
     }
     Ok(Duration::from_secs_f64(seconds))
 }
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))

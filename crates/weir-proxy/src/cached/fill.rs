@@ -53,6 +53,7 @@ pub(super) fn start_fetch(
     // leader's cache overrides (see docs/modules.md).
     let fill_txn = txn.as_ref().and_then(|t| {
         let mut fill = t.chain.new_txn(t.txn.client_addr())?;
+        weir_api::engine::set_listener(&mut fill.txn, t.txn.listener());
         *fill.txn.cache() = t.txn.cache_overrides().clone();
         Some(fill)
     });

@@ -29,3 +29,30 @@ pub fn write_config(dir: &Path, name: &str, text: &str) -> PathBuf {
     std::fs::write(&path, text).expect("write the configuration");
     path
 }
+
+/// Starts `weir` with a forward listener, a reverse listener to `origin`, an admin
+/// listener, the access log in `access.log` (Squid format), and `modules` appended
+/// as written.
+pub fn forward_and_reverse_with_modules(origin: &str, modules: &str) -> Proxy {
+    let dir = temp_dir("modules");
+    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let forward: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let reverse: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let log = dir.join("access.log");
+    let text = format!(
+        "[admin]\nlisten = \"{admin}\"\n\n[log]\naccess = {:?}\nformat = \"squid\"\n\n\
+         [cache]\ndisk = \"off\"\n\n\
+         [[listen]]\naddr = \"{forward}\"\nmode = \"forward\"\n\n\
+         [[listen]]\naddr = \"{reverse}\"\nmode = \"reverse\"\norigin = {origin:?}\n\n{modules}\n",
+        log.display().to_string()
+    );
+    let config = dir.join("weir.toml");
+    std::fs::write(&config, &text).expect("write the configuration");
+    Proxy::spawn(
+        dir,
+        config,
+        text,
+        vec![("forward", forward), ("reverse", reverse)],
+        Some(admin),
+    )
+}

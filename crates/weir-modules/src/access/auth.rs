@@ -1,0 +1,190 @@
+//! Basic authentication (RFC 7617) against an htpasswd file: the file as last read,
+//! a short-lived cache of verifications, and the per-client slowdown of failures.
+//!
+//! The cache is keyed on a keyed 128-bit hash of the credentials, so neither a
+//! password nor a header value is kept; the key is random per process.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+
+use super::htpasswd::{Htpasswd, Stamp};
+use super::settings::AuthConfig;
+
+/// At most this many verifications (and clients with failures) are remembered: an
+/// attacker sending endless new credentials or addresses cannot grow memory.
+const MAX_REMEMBERED: usize = 10_000;
+/// A client's failures are forgotten this long after its last one.
+const FAILURE_MEMORY: Duration = Duration::from_secs(300);
+
+/// The outcome of checking a request's credentials.
+#[derive(Debug, Clone)]
+pub(crate) enum Checked {
+    /// The credentials are a user's.
+    User(Arc<str>),
+    /// Credentials that are not valid (unknown user, wrong password, not Basic).
+    Bad,
+}
+
+pub(crate) struct Authenticator {
+    pub config: AuthConfig,
+    file: RwLock<(Arc<Htpasswd>, Option<Stamp>)>,
+    cache: RwLock<Cache>,
+    failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+    hashers: (
+        foldhash::quality::RandomState,
+        foldhash::quality::RandomState,
+    ),
+}
+
+#[derive(Default)]
+struct Cache {
+    /// Bumped when the file changes, so a verification of the old file that ends
+    /// after the change is not cached.
+    generation: u64,
+    entries: HashMap<u128, (Option<Arc<str>>, Instant)>,
+}
+
+impl Authenticator {
+    /// Reads the file once; an unreadable or bad file is an error of the
+    /// configuration.
+    pub fn new(config: AuthConfig) -> Result<Authenticator, String> {
+        let stamp = Stamp::of(&config.htpasswd);
+        let file = Htpasswd::load(&config.htpasswd)?;
+        Ok(Authenticator {
+            config,
+            file: RwLock::new((Arc::new(file), stamp)),
+            cache: RwLock::default(),
+            failures: Mutex::default(),
+            hashers: Default::default(),
+        })
+    }
+
+    pub fn path(&self) -> &PathBuf {
+        &self.config.htpasswd
+    }
+
+    /// Reads the file again when it changed. A file that became unreadable or
+    /// invalid is reported and the users last read are kept.
+    pub fn reload_if_changed(&self) -> Option<Result<usize, String>> {
+        let stamp = Stamp::of(&self.config.htpasswd);
+        if self.file.read().unwrap_or_else(|e| e.into_inner()).1 == stamp {
+            return None;
+        }
+        let loaded = Htpasswd::load(&self.config.htpasswd);
+        let mut file = self.file.write().unwrap_or_else(|e| e.into_inner());
+        file.1 = stamp;
+        Some(loaded.map(|users| {
+            let count = users.len();
+            file.0 = Arc::new(users);
+            drop(file);
+            let mut cache = self.cache.write().unwrap_or_else(|e| e.into_inner());
+            cache.generation += 1;
+            cache.entries.clear();
+            count
+        }))
+    }
+
+    fn key(&self, credentials: &[u8]) -> u128 {
+        let half = |state: &foldhash::quality::RandomState| {
+            let mut h = state.build_hasher();
+            h.write(credentials);
+            h.finish() as u128
+        };
+        half(&self.hashers.0) << 64 | half(&self.hashers.1)
+    }
+
+    /// What the cache remembers of these credentials (the header's value), when it
+    /// remembers them and they have not expired.
+    pub fn cached(&self, credentials: &[u8]) -> Option<Checked> {
+        let key = self.key(credentials);
+        let cache = self.cache.read().unwrap_or_else(|e| e.into_inner());
+        let (user, expires) = cache.entries.get(&key)?;
+        (*expires > Instant::now()).then(|| user.clone().map_or(Checked::Bad, Checked::User))
+    }
+
+    /// Checks the credentials against the file, off the proxy's threads, and
+    /// remembers the outcome for `credential_ttl`.
+    pub async fn verify(self: &Arc<Self>, credentials: Vec<u8>) -> Checked {
+        let key = self.key(&credentials);
+        let generation = self
+            .cache
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .generation;
+        let file = self
+            .file
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .clone();
+        let user = tokio::task::spawn_blocking(move || {
+            let decoded = decode_basic(&credentials)?;
+            let colon = decoded.iter().position(|&b| b == b':')?;
+            let user = std::str::from_utf8(&decoded[..colon]).ok()?;
+            file.verify(user, &decoded[colon + 1..])
+        })
+        .await
+        .ok()
+        .flatten();
+        let mut cache = self.cache.write().unwrap_or_else(|e| e.into_inner());
+        if cache.generation == generation {
+            let now = Instant::now();
+            if cache.entries.len() >= MAX_REMEMBERED {
+                cache.entries.retain(|_, (_, expires)| *expires > now);
+                if cache.entries.len() >= MAX_REMEMBERED {
+                    cache.entries.clear();
+                }
+            }
+            let expires = now + self.config.credential_ttl;
+            cache.entries.insert(key, (user.clone(), expires));
+        }
+        user.map_or(Checked::Bad, Checked::User)
+    }
+
+    /// Counts a failure of `client` and says how long to wait before answering it:
+    /// `failure_delay`, doubled with each further failure, up to `failure_delay_max`.
+    pub fn failed(&self, client: IpAddr) -> Duration {
+        let now = Instant::now();
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        if failures.len() >= MAX_REMEMBERED && !failures.contains_key(&client) {
+            failures.retain(|_, (_, last)| now.duration_since(*last) < FAILURE_MEMORY);
+            if failures.len() >= MAX_REMEMBERED {
+                failures.clear();
+            }
+        }
+        let entry = failures.entry(client).or_insert((0, now));
+        if now.duration_since(entry.1) >= FAILURE_MEMORY {
+            entry.0 = 0;
+        }
+        entry.0 = entry.0.saturating_add(1);
+        entry.1 = now;
+        let doublings = (entry.0 - 1).min(16);
+        (self.config.failure_delay * (1u32 << doublings)).min(self.config.failure_delay_max)
+    }
+
+    /// A client authenticated: its failures are forgotten.
+    pub fn succeeded(&self, client: IpAddr) {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        if !failures.is_empty() {
+            failures.remove(&client);
+        }
+    }
+}
+
+/// Decodes `Basic <base64>` into `user:password` bytes.
+fn decode_basic(value: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(value).ok()?.trim();
+    let (scheme, encoded) = text.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()
+}

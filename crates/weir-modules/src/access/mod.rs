@@ -1,0 +1,294 @@
+//! `access`: who may use the proxy for what. An ordered list of allow and deny rules
+//! (first match wins) by client network, authenticated user and group, destination
+//! domain, host or URL pattern, method, port, scheme, time of day and weekday; and
+//! Basic proxy authentication against an htpasswd file. Squid's `http_access` and
+//! `proxy_auth`, as a module of the public API.
+//!
+//! It runs at `RequestHeaders`, the first event, and answers a request it refuses
+//! there: `403` with a page that names nothing of the proxy's setup, or a challenge
+//! (`407` with `Proxy-Authenticate` on forward listeners, `401` with
+//! `WWW-Authenticate` on reverse ones). The user it authenticated is the
+//! transaction's user ([`Txn::set_user`]): the access log writes it and later modules
+//! read it. The credentials header is removed from the request, so it is neither
+//! forwarded nor seen by later modules.
+
+mod auth;
+mod htpasswd;
+mod reply;
+mod rules;
+mod settings;
+#[cfg(test)]
+mod tests;
+
+use std::cell::OnceCell;
+use std::sync::Arc;
+use std::time::Duration;
+
+use weir_api::http::{header, Method};
+use weir_api::{
+    Counter, Decision, Event, Events, Flow, ListenerMode, Module, ModuleContext, ModuleFactory,
+    Reply, RequestHead, Settings, SettingsError, Timer, Txn,
+};
+
+use auth::{Authenticator, Checked};
+use rules::{Action, LocalTime, RequestView, Rule, Verdict};
+
+/// How often the htpasswd file is looked at for changes.
+const HTPASSWD_CHECK: Duration = Duration::from_secs(1);
+
+/// Builds [`Access`] from its `[[module]]` section.
+pub struct AccessFactory;
+
+impl ModuleFactory for AccessFactory {
+    fn name(&self) -> &'static str {
+        "access"
+    }
+
+    fn build(
+        &self,
+        settings: &Settings,
+        context: &ModuleContext,
+    ) -> Result<Arc<dyn Module>, SettingsError> {
+        let config = settings::parse(settings)?;
+        let auth = config
+            .auth
+            .map(|auth| Authenticator::new(auth).map(Arc::new))
+            .transpose()
+            .map_err(|e| SettingsError::at("htpasswd", e))?;
+        let replies = reply::Replies::new(auth.as_ref().map(|a| a.config.realm.as_str()));
+        Ok(Arc::new(Access {
+            rules: config.rules,
+            auth,
+            replies,
+            denied: context.counter("access_denied", "Requests the access rules denied (403)"),
+            challenged: context.counter(
+                "access_challenged",
+                "Requests answered with a request for credentials (407 or 401)",
+            ),
+            failures: context.counter(
+                "access_auth_failures",
+                "Requests whose credentials were not valid",
+            ),
+            verified: context.counter(
+                "access_auth_verified",
+                "Credentials checked against the htpasswd file (not found in the cache)",
+            ),
+        }))
+    }
+}
+
+/// The access module: rules, and authentication when it has an htpasswd file.
+pub struct Access {
+    rules: Vec<Rule>,
+    auth: Option<Arc<Authenticator>>,
+    replies: reply::Replies,
+    denied: Counter,
+    challenged: Counter,
+    failures: Counter,
+    verified: Counter,
+}
+
+/// What the rules made of a request.
+enum Judged {
+    Continue,
+    Respond(Reply),
+    /// Answer after a pause: the client's credentials failed.
+    RespondAfter(Duration, Reply),
+}
+
+impl Access {
+    /// Applies the rules to the request of `txn`, with the credentials as checked.
+    fn judge(&self, txn: &mut Txn, request: &RequestHead, checked: Option<Checked>) -> Judged {
+        let listener = txn.listener();
+        let can_ask = self.auth.is_some() && listener.mode != ListenerMode::Transparent;
+        let default = match listener.mode {
+            ListenerMode::Reverse => Action::Allow,
+            ListenerMode::Forward | ListenerMode::Transparent => Action::Deny,
+        };
+        // Moved, not cloned: the user's name is shared with the cache, and each clone
+        // is an atomic update of one counter that every worker touches.
+        let (user, bad_credentials) = match checked {
+            Some(Checked::User(user)) => (Some(user), false),
+            Some(Checked::Bad) => (None, true),
+            None => (None, false),
+        };
+        let verdict = {
+            let view = view_of(txn, request, &LocalTime::now);
+            rules::decide(&self.rules, &view, user.as_deref(), can_ask, default)
+        };
+        if let Some(user) = user {
+            txn.set_user(user);
+        }
+        match verdict {
+            Verdict::Allow(_) => Judged::Continue,
+            Verdict::Deny(rule) => {
+                self.denied.inc();
+                txn.log_field(
+                    "access",
+                    rule.map_or_else(|| "deny:default".to_string(), |i| format!("deny:rule[{i}]")),
+                );
+                Judged::Respond(self.replies.denied())
+            }
+            Verdict::Challenge => {
+                self.challenged.inc();
+                let reply = self.replies.challenge(listener.mode);
+                match &self.auth {
+                    Some(auth) if bad_credentials => {
+                        self.failures.inc();
+                        txn.log_field("auth", "failed");
+                        Judged::RespondAfter(auth.failed(txn.client_addr().ip()), reply)
+                    }
+                    _ => Judged::Respond(reply),
+                }
+            }
+        }
+    }
+}
+
+impl Module for Access {
+    fn name(&self) -> &str {
+        "access"
+    }
+
+    fn events(&self) -> Events {
+        Events::of(&[Event::RequestHeaders])
+    }
+
+    fn on_request_headers<'a>(
+        &'a self,
+        txn: &'a mut Txn,
+        request: &'a mut RequestHead,
+    ) -> Flow<'a> {
+        let mode = txn.listener().mode;
+        let credentials = match &self.auth {
+            Some(_) if mode != ListenerMode::Transparent => {
+                let name = match mode {
+                    ListenerMode::Reverse => header::AUTHORIZATION,
+                    _ => header::PROXY_AUTHORIZATION,
+                };
+                request.headers.remove(name)
+            }
+            _ => None,
+        };
+        let (Some(auth), Some(credentials)) = (&self.auth, credentials) else {
+            return flow(self.judge(txn, request, None));
+        };
+        if let Some(checked) = auth.cached(credentials.as_bytes()) {
+            return flow(self.judge(txn, request, Some(checked)));
+        }
+        self.verified.inc();
+        Flow::wait(async move {
+            let checked = auth.verify(credentials.as_bytes().to_vec()).await;
+            if matches!(checked, Checked::User(_)) {
+                auth.succeeded(txn.client_addr().ip());
+            }
+            match self.judge(txn, request, Some(checked)) {
+                Judged::Continue => Decision::Continue,
+                Judged::Respond(reply) => Decision::Respond(reply),
+                Judged::RespondAfter(pause, reply) => {
+                    tokio::time::sleep(pause).await;
+                    Decision::Respond(reply)
+                }
+            }
+        })
+    }
+
+    fn timers(&self) -> Vec<Timer> {
+        match self.auth {
+            Some(_) => vec![Timer {
+                id: 0,
+                after: HTPASSWD_CHECK,
+                every: Some(HTPASSWD_CHECK),
+            }],
+            None => Vec::new(),
+        }
+    }
+
+    fn on_timer(&self, _id: u32) {
+        let Some(auth) = &self.auth else { return };
+        match auth.reload_if_changed() {
+            None => {}
+            Some(Ok(users)) => {
+                tracing::info!(file = %auth.path().display(), users, "access: htpasswd file read again")
+            }
+            Some(Err(e)) => {
+                tracing::error!("access: {e}; keeping the users read before")
+            }
+        }
+    }
+}
+
+fn flow<'a>(judged: Judged) -> Flow<'a> {
+    match judged {
+        Judged::Continue => Flow::Continue,
+        Judged::Respond(reply) => Flow::Respond(reply),
+        Judged::RespondAfter(pause, reply) => Flow::wait(async move {
+            tokio::time::sleep(pause).await;
+            Decision::Respond(reply)
+        }),
+    }
+}
+
+/// The facts rules look at, read from the request in place: the destination from the
+/// absolute URL (forward), the CONNECT authority, or the `Host` header (origin form).
+fn view_of<'a>(
+    txn: &Txn,
+    request: &'a RequestHead,
+    clock: &'a dyn Fn() -> LocalTime,
+) -> RequestView<'a> {
+    let tls = txn.listener().tls;
+    let (scheme, host, port) = if request.method == Method::CONNECT {
+        let authority = request.uri.authority();
+        (
+            "",
+            authority.map_or("", |a| a.host()),
+            authority.and_then(|a| a.port_u16()).unwrap_or(443),
+        )
+    } else if let Some(authority) = request.uri.authority() {
+        let scheme = request.uri.scheme_str().unwrap_or("http");
+        let default = if scheme.eq_ignore_ascii_case("https") {
+            443
+        } else {
+            80
+        };
+        (
+            scheme,
+            authority.host(),
+            authority.port_u16().unwrap_or(default),
+        )
+    } else {
+        let scheme = if tls { "https" } else { "http" };
+        let host = request
+            .headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        let (host, port) = split_host_port(host);
+        (scheme, host, port.unwrap_or(if tls { 443 } else { 80 }))
+    };
+    RequestView {
+        client: txn.client_addr().ip().to_canonical(),
+        method: &request.method,
+        scheme,
+        host,
+        port,
+        uri: &request.uri,
+        clock,
+        now: OnceCell::new(),
+    }
+}
+
+/// `host`, `host:port`, `[v6]` or `[v6]:port`.
+fn split_host_port(value: &str) -> (&str, Option<u16>) {
+    let value = value.trim();
+    let port_at = match value.rfind(':') {
+        Some(i) if !value[i..].contains(']') => i,
+        _ => return (value, None),
+    };
+    if value.starts_with('[') || !value[..port_at].contains(':') {
+        if let Ok(port) = value[port_at + 1..].parse() {
+            return (&value[..port_at], Some(port));
+        }
+    }
+    (value, None)
+}

@@ -1,0 +1,230 @@
+use std::cell::OnceCell;
+use std::path::Path;
+
+use weir_api::http::{Method, Uri};
+use weir_api::Settings;
+
+use super::htpasswd::Htpasswd;
+use super::rules::{decide, Action, LocalTime, RequestView, Verdict};
+use super::settings::{day_span, parse, weekdays};
+use super::split_host_port;
+
+fn rules(toml: &str) -> Vec<super::rules::Rule> {
+    let text = format!("htpasswd = \"/dev/null\"\n[groups]\nstaff = [\"ann\"]\n{toml}");
+    parse(&Settings::parse(&text).unwrap()).unwrap().rules
+}
+
+fn err(toml: &str) -> String {
+    match parse(&Settings::parse(toml).unwrap()) {
+        Ok(_) => panic!("accepted: {toml}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+const MONDAY_NOON: fn() -> LocalTime = || LocalTime {
+    minute: 12 * 60,
+    weekday: 0,
+};
+const SUNDAY_NIGHT: fn() -> LocalTime = || LocalTime {
+    minute: 23 * 60 + 30,
+    weekday: 6,
+};
+
+fn judge(
+    rules: &[super::rules::Rule],
+    url: &str,
+    user: Option<&str>,
+    clock: &dyn Fn() -> LocalTime,
+) -> Verdict {
+    let uri: Uri = url.parse().unwrap();
+    let method = Method::GET;
+    let view = RequestView {
+        client: "10.1.2.3".parse().unwrap(),
+        method: &method,
+        scheme: uri.scheme_str().unwrap(),
+        host: uri.host().unwrap(),
+        port: uri.port_u16().unwrap_or(80),
+        uri: &uri,
+        clock,
+        now: OnceCell::new(),
+    };
+    decide(rules, &view, user, true, Action::Deny)
+}
+
+#[test]
+fn time_and_day_rules_follow_the_clock_given() {
+    let r = rules(
+        "[[rule]]\naction = \"allow\"\ntimes = [\"08:00-18:00\"]\ndays = [\"mon-fri\"]\n\
+         [[rule]]\naction = \"allow\"\ntimes = [\"23:00-01:00\"]\ndays = [\"sun\"]",
+    );
+    assert_eq!(
+        judge(&r, "http://a.test/", None, &MONDAY_NOON),
+        Verdict::Allow(Some(0))
+    );
+    assert_eq!(
+        judge(&r, "http://a.test/", None, &SUNDAY_NIGHT),
+        Verdict::Allow(Some(1))
+    );
+    let saturday = || LocalTime {
+        minute: 12 * 60,
+        weekday: 5,
+    };
+    assert_eq!(
+        judge(&r, "http://a.test/", None, &saturday),
+        Verdict::Deny(None)
+    );
+}
+
+#[test]
+fn the_clock_is_read_only_for_time_rules() {
+    let r = rules("[[rule]]\naction = \"allow\"\ndomains = [\".a.test\"]");
+    let never = || -> LocalTime { panic!("no rule needs the time") };
+    assert_eq!(
+        judge(&r, "http://x.a.test/", None, &never),
+        Verdict::Allow(Some(0))
+    );
+}
+
+#[test]
+fn users_and_groups_ask_for_credentials_first() {
+    let r =
+        rules("[[rule]]\naction = \"allow\"\ngroups = [\"staff\"]\n[[rule]]\naction = \"deny\"");
+    assert_eq!(
+        judge(&r, "http://a.test/", None, &MONDAY_NOON),
+        Verdict::Challenge
+    );
+    assert_eq!(
+        judge(&r, "http://a.test/", Some("ann"), &MONDAY_NOON),
+        Verdict::Allow(Some(0))
+    );
+    assert_eq!(
+        judge(&r, "http://a.test/", Some("bob"), &MONDAY_NOON),
+        Verdict::Deny(Some(1))
+    );
+}
+
+#[test]
+fn domains_exact_and_with_subdomains() {
+    let r = rules("[[rule]]\naction = \"allow\"\ndomains = [\"a.test\", \".b.test\"]");
+    let allowed = |url| judge(&r, url, None, &MONDAY_NOON) == Verdict::Allow(Some(0));
+    assert!(allowed("http://A.Test/"));
+    assert!(!allowed("http://x.a.test/"));
+    assert!(allowed("http://b.test/") && allowed("http://x.y.b.test/"));
+    assert!(!allowed("http://xb.test/"));
+}
+
+#[test]
+fn url_patterns_see_the_whole_url() {
+    let r = rules("[[rule]]\naction = \"deny\"\nurl_regex = '^http://a\\.test:8080/private/'\n[[rule]]\naction = \"allow\"");
+    assert_eq!(
+        judge(&r, "http://a.test:8080/private/x", None, &MONDAY_NOON),
+        Verdict::Deny(Some(0))
+    );
+    assert_eq!(
+        judge(&r, "http://a.test:8080/public/x", None, &MONDAY_NOON),
+        Verdict::Allow(Some(1))
+    );
+}
+
+#[test]
+fn spans_and_days_are_parsed() {
+    assert_eq!(
+        day_span("08:00-17:30").map(|s| (s.start, s.end)),
+        Some((480, 1050))
+    );
+    assert_eq!(day_span("22:00-24:00").map(|s| s.end), Some(1440));
+    assert!(day_span("25:00-26:00").is_none() && day_span("08:00").is_none());
+    assert_eq!(weekdays("mon-fri"), Some(0b0011111));
+    assert_eq!(weekdays("fri-mon"), Some(0b1110001));
+    assert_eq!(weekdays("Sunday"), Some(0b1000000));
+    assert!(weekdays("funday").is_none());
+}
+
+#[test]
+fn bad_settings_name_their_key() {
+    let e = err("[[rule]]\naction = \"allow\"\nurl_regex = \"(\"");
+    assert!(
+        e.starts_with("`rule[0].url_regex`: not a valid regular expression"),
+        "{e}"
+    );
+    let e = err("htpasswd = \"/dev/null\"\n[[rule]]\naction = \"allow\"\ngroups = [\"staff\"]");
+    assert!(
+        e.starts_with("`rule[0].groups[0]`: no group named `staff`"),
+        "{e}"
+    );
+    let e = err("[[rule]]\naction = \"allow\"\nusers = [\"ann\"]");
+    assert!(
+        e.starts_with("`rule[0].users`: a rule about users needs `htpasswd`"),
+        "{e}"
+    );
+    let e = err("[[rule]]\naction = \"maybe\"");
+    assert!(e.starts_with("`rule[0].action`"), "{e}");
+    let e = err("[[rule]]\naction = \"allow\"\nclients = [\"10.0.0.0/8\", \"nowhere\"]");
+    assert!(e.starts_with("`rule[0].clients[1]`"), "{e}");
+    let e = err("[[rule]]\naction = \"allow\"\nports = [\"90-80\"]");
+    assert!(e.starts_with("`rule[0].ports[0]`"), "{e}");
+    assert!(err("").starts_with("`rule`"));
+    assert!(err("realm = \"x\"\n[[rule]]\naction = \"allow\"").starts_with("`realm`"));
+}
+
+#[test]
+fn htpasswd_takes_bcrypt_and_sha_crypt_only() {
+    let bcrypt = bcrypt::hash_with_salt("pw-b", 4, [7; 16])
+        .unwrap()
+        .to_string();
+    let sha = {
+        use sha_crypt::PasswordHasher;
+        sha_crypt::ShaCrypt::SHA256
+            .hash_password_with_salt(b"pw-s", b"0123456789abcdef")
+            .unwrap()
+            .to_string()
+    };
+    let path = Path::new("users.htpasswd");
+    let file = Htpasswd::parse(path, &format!("# staff\nann:{bcrypt}\n\nbob:{sha}\n")).unwrap();
+    assert_eq!(file.verify("ann", b"pw-b").as_deref(), Some("ann"));
+    assert!(file.verify("ann", b"pw-s").is_none());
+    assert_eq!(file.verify("bob", b"pw-s").as_deref(), Some("bob"));
+    assert!(file.verify("carl", b"pw-s").is_none());
+    let e = Htpasswd::parse(path, &format!("ann:{bcrypt}\nbob:$apr1$x$y\n")).unwrap_err();
+    assert!(
+        e.starts_with("users.htpasswd:2: user `bob`: unsupported password hash"),
+        "{e}"
+    );
+    let e = Htpasswd::parse(path, "ann\n").unwrap_err();
+    assert!(e.starts_with("users.htpasswd:1:"), "{e}");
+}
+
+#[test]
+fn host_and_port_of_a_host_header() {
+    assert_eq!(split_host_port("a.test:8080"), ("a.test", Some(8080)));
+    assert_eq!(split_host_port("a.test"), ("a.test", None));
+    assert_eq!(split_host_port("[::1]:81"), ("[::1]", Some(81)));
+    assert_eq!(split_host_port("[::1]"), ("[::1]", None));
+}
+
+#[test]
+fn failures_slow_down_one_client_up_to_the_bound() {
+    use std::time::Duration;
+    let config = super::settings::AuthConfig {
+        htpasswd: "/dev/null".into(),
+        realm: "r".into(),
+        credential_ttl: Duration::from_secs(60),
+        failure_delay: Duration::from_millis(100),
+        failure_delay_max: Duration::from_millis(350),
+    };
+    let auth = super::auth::Authenticator::new(config).unwrap();
+    let (a, b) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+    let delays: Vec<u128> = (0..4).map(|_| auth.failed(a).as_millis()).collect();
+    assert_eq!(delays, [100, 200, 350, 350]);
+    assert_eq!(
+        auth.failed(b).as_millis(),
+        100,
+        "another client starts over"
+    );
+    auth.succeeded(a);
+    assert_eq!(
+        auth.failed(a).as_millis(),
+        100,
+        "a success forgets the failures"
+    );
+}

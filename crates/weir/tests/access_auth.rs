@@ -1,0 +1,280 @@
+//! The built-in `access` module's Basic authentication through the `weir` binary:
+//! htpasswd files written by the tests (bcrypt and SHA-crypt hashes), the real origin,
+//! a forward and a reverse listener.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use common::module_config::{forward_and_reverse_with_modules, write_config};
+use common::*;
+
+fn bcrypt_hash(password: &str) -> String {
+    bcrypt::hash_with_salt(password, 4, [7; 16])
+        .unwrap()
+        .format_for_version(bcrypt::Version::TwoY)
+}
+
+fn sha_crypt_hash(password: &str, sha512: bool) -> String {
+    use sha_crypt::PasswordHasher;
+    let hasher = if sha512 {
+        sha_crypt::ShaCrypt::SHA512
+    } else {
+        sha_crypt::ShaCrypt::SHA256
+    };
+    hasher
+        .hash_password_with_salt(password.as_bytes(), b"weir-test-salt16")
+        .unwrap()
+        .to_string()
+}
+
+/// ann (bcrypt), bob (SHA-256-crypt) and carl (SHA-512-crypt), each with the
+/// password `<name>-pw`.
+fn users_file(dir: &Path) -> PathBuf {
+    let path = dir.join("users.htpasswd");
+    let text = format!(
+        "# users of the tests\nann:{}\nbob:{}\ncarl:{}\n",
+        bcrypt_hash("ann-pw"),
+        sha_crypt_hash("bob-pw", false),
+        sha_crypt_hash("carl-pw", true)
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn basic(user: &str, password: &str) -> String {
+    let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    format!("Basic {token}")
+}
+
+/// The origin, a proxy authenticating against `users_file` with `extra` settings
+/// and rules, and the file's path.
+fn setup(extra: &str) -> (TestOrigin, Proxy, PathBuf) {
+    let origin = TestOrigin::start();
+    origin.route("/*", Reply::ok("from the origin"));
+    let dir = temp_dir("access-auth");
+    let file = users_file(&dir);
+    let proxy = forward_and_reverse_with_modules(
+        &origin.base(),
+        &format!(
+            "[[module]]\nname = \"access\"\nhtpasswd = {:?}\nrealm = \"Staff only\"\n{extra}\n",
+            file.display().to_string()
+        ),
+    );
+    (origin, proxy, file)
+}
+
+async fn forward_as(proxy: &Proxy, url: &str, user: &str, password: &str) -> Fetched {
+    let client = proxied_client(proxy.forward_addr());
+    get(
+        &client,
+        url,
+        &[("proxy-authorization", &basic(user, password))],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn good_credentials_pass_and_are_never_forwarded() {
+    let (origin, proxy, _) = setup("");
+    let r = forward_as(&proxy, &origin.url("/f"), "ann", "ann-pw").await;
+    assert_eq!(r.status, 200);
+    let seen = origin.last("/f").unwrap();
+    assert_eq!(seen.header("proxy-authorization"), None);
+    // Reverse: the client's Authorization was for the proxy, and stays there.
+    let request = format!(
+        "GET /r HTTP/1.1\r\nHost: site.test\r\nAuthorization: {}\r\nConnection: close\r\n\r\n",
+        basic("carl", "carl-pw")
+    );
+    assert_eq!(
+        raw_exchange(proxy.reverse_addr(), request.as_bytes()).status,
+        200
+    );
+    assert_eq!(origin.last("/r").unwrap().header("authorization"), None);
+    assert!(!proxy.stderr_text().contains("ann-pw") && !proxy.stderr_text().contains("carl-pw"));
+}
+
+#[tokio::test]
+async fn a_challenge_is_407_on_forward_listeners_and_401_on_reverse_ones() {
+    let (origin, proxy, _) = setup("");
+    let client = proxied_client(proxy.forward_addr());
+    let r = get(&client, &origin.url("/c"), &[]).await;
+    assert_eq!(r.status, 407);
+    assert_eq!(
+        r.header("proxy-authenticate").as_deref(),
+        Some("Basic realm=\"Staff only\", charset=\"UTF-8\"")
+    );
+    assert_eq!(r.header("www-authenticate"), None);
+    let r = raw_exchange(
+        proxy.reverse_addr(),
+        b"GET /c HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Basic realm=\"Staff only\", charset=\"UTF-8\"")
+    );
+    assert_eq!(r.header("proxy-authenticate"), None);
+    assert_eq!(origin.count("/c"), 0);
+}
+
+#[tokio::test]
+async fn bad_credentials_are_refused_more_slowly_each_time() {
+    let (origin, proxy, _) = setup("failure_delay = \"150ms\"\nfailure_delay_max = \"2s\"");
+    let mut took = Vec::new();
+    for password in ["wrong-1", "wrong-2", "wrong-3"] {
+        let start = Instant::now();
+        let r = forward_as(&proxy, &origin.url("/b"), "ann", password).await;
+        took.push(start.elapsed());
+        assert_eq!(r.status, 407);
+    }
+    // 150 ms, then 300 ms, then 600 ms.
+    assert!(took[0] >= Duration::from_millis(150), "{took:?}");
+    assert!(took[2] >= Duration::from_millis(600), "{took:?}");
+    let unknown = forward_as(&proxy, &origin.url("/b"), "nobody", "x").await;
+    assert_eq!(unknown.status, 407);
+    let start = Instant::now();
+    let good = forward_as(&proxy, &origin.url("/b"), "ann", "ann-pw").await;
+    assert_eq!(good.status, 200);
+    assert!(
+        start.elapsed() < Duration::from_millis(600),
+        "a success is not slowed"
+    );
+    assert_eq!(origin.count("/b"), 1);
+}
+
+#[tokio::test]
+async fn a_changed_htpasswd_file_is_read_again() {
+    let (origin, proxy, file) = setup("");
+    let url = origin.url("/changed");
+    assert_eq!(forward_as(&proxy, &url, "bob", "bob-pw").await.status, 200);
+    // Replaced as editors and `htpasswd` do: a new file renamed over the old one.
+    let next = file.with_extension("new");
+    std::fs::write(&next, format!("bob:{}\n", sha_crypt_hash("new-pw", true))).unwrap();
+    std::fs::rename(&next, &file).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while forward_as(&proxy, &url, "bob", "new-pw").await.status != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "the new password was never accepted"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The old password was verified and cached before: the change forgets it.
+    assert_eq!(forward_as(&proxy, &url, "bob", "bob-pw").await.status, 407);
+    assert_eq!(forward_as(&proxy, &url, "ann", "ann-pw").await.status, 407);
+}
+
+#[tokio::test]
+async fn a_verification_is_cached() {
+    let (origin, proxy, _) = setup("");
+    for _ in 0..5 {
+        let r = forward_as(&proxy, &origin.url("/cached"), "ann", "ann-pw").await;
+        assert_eq!(r.status, 200);
+    }
+    let verified = metric(
+        &proxy.metrics(),
+        "weir_module_access_auth_verified_total",
+        &[],
+    );
+    assert_eq!(
+        verified,
+        Some(1.0),
+        "one check of the file for five requests"
+    );
+}
+
+#[tokio::test]
+async fn users_and_groups_in_rules() {
+    let (origin, proxy, _) = setup(
+        "[module.groups]\nstaff = [\"bob\"]\n\
+         [[module.rule]]\naction = \"allow\"\nusers = [\"ann\"]\n\
+         [[module.rule]]\naction = \"allow\"\ngroups = [\"staff\"]\n\
+         [[module.rule]]\naction = \"deny\"",
+    );
+    let url = origin.url("/u");
+    assert_eq!(forward_as(&proxy, &url, "ann", "ann-pw").await.status, 200);
+    assert_eq!(forward_as(&proxy, &url, "bob", "bob-pw").await.status, 200);
+    // A valid user whom no rule allows is denied, not asked again.
+    assert_eq!(
+        forward_as(&proxy, &url, "carl", "carl-pw").await.status,
+        403
+    );
+    let client = proxied_client(proxy.forward_addr());
+    assert_eq!(get(&client, &url, &[]).await.status, 407);
+    assert_eq!(origin.count("/u"), 2);
+}
+
+#[tokio::test]
+async fn the_user_is_in_the_access_log() {
+    let (origin, mut proxy, _) = setup("");
+    let url = origin.url("/logged");
+    assert_eq!(forward_as(&proxy, &url, "ann", "ann-pw").await.status, 200);
+    let client = proxied_client(proxy.forward_addr());
+    assert_eq!(get(&client, &url, &[]).await.status, 407);
+    drop(client);
+    proxy.terminate();
+    proxy
+        .exited(Duration::from_secs(10))
+        .await
+        .expect("weir did not exit");
+    let text = std::fs::read_to_string(proxy.access_log_path()).unwrap();
+    let users: Vec<(String, String)> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.get(6) == Some(&url.as_str()))
+        .map(|f| {
+            (
+                f[3].rsplit('/').next().unwrap().to_string(),
+                f[7].to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        users,
+        [
+            ("200".to_string(), "ann".to_string()),
+            ("407".to_string(), "-".to_string())
+        ],
+        "{text}"
+    );
+    assert!(
+        !text.contains("ann-pw") && !text.contains("Basic"),
+        "{text}"
+    );
+}
+
+#[test]
+fn check_refuses_unsupported_hashes_naming_file_and_line() {
+    let dir = temp_dir("access-check-hash");
+    let users = dir.join("users");
+    std::fs::write(
+        &users,
+        format!("ann:{}\nbob:$apr1$abc$def\n", bcrypt_hash("x")),
+    )
+    .unwrap();
+    let text = format!(
+        "[[listen]]\naddr = \"127.0.0.1:3128\"\nmode = \"forward\"\n\n\
+         [[module]]\nname = \"access\"\nhtpasswd = {:?}\n",
+        users.display().to_string()
+    );
+    let path = write_config(&dir, "weir.toml", &text);
+    let out = run_weir(
+        &["check", "--config", path.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let expected = format!(
+        "weir: {}:7: key `module[0].htpasswd`: {}:2: user `bob`: unsupported password hash",
+        path.display(),
+        users.display()
+    );
+    assert!(
+        stderr.contains(&expected),
+        "expected {expected:?} in:\n{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
