@@ -1,7 +1,7 @@
 //! What the engine gives a module when it builds it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -77,12 +77,41 @@ impl ModuleContext {
     pub fn counter(&self, name: &str, help: &str) -> Counter {
         self.metrics.counter(name, help)
     }
+
+    /// Publishes what an administration module knows: [`AdminReport::json`] is served
+    /// at `/admin/modules/<name>` on the admin listener (behind the admin token), and
+    /// [`AdminReport::metrics`] is added to `/metrics`, both computed when asked for.
+    /// The engine keeps only a weak reference: the report disappears with the module
+    /// (on a reload that drops it), and a later report of the same name replaces it.
+    pub fn publish(&self, name: &str, report: Weak<dyn AdminReport>) {
+        self.metrics.publish(name, report);
+    }
+}
+
+/// A module's report on the admin listener (see [`ModuleContext::publish`]). Called on
+/// the admin listener's task when a client asks: keep it quick, never block.
+pub trait AdminReport: Send + Sync {
+    /// A JSON document (an object), served as `application/json`.
+    fn json(&self) -> String;
+
+    /// Lines in the Prometheus text format appended to `/metrics`: `# HELP`, `# TYPE`
+    /// and samples, names starting `weir_module_`. Keep label sets bounded: every
+    /// distinct label value is a time series to the scraper. The default adds nothing.
+    fn metrics(&self, out: &mut String) {
+        let _ = out;
+    }
 }
 
 /// Where module metrics are registered (implemented by the engine).
 pub trait MetricsRegistry: Send + Sync {
     /// The counter called `name`, created on first use.
     fn counter(&self, name: &str, help: &str) -> Counter;
+
+    /// Keeps `report` for the admin listener (see [`ModuleContext::publish`]). The
+    /// default drops it: a detached context publishes nothing.
+    fn publish(&self, name: &str, report: Weak<dyn AdminReport>) {
+        let _ = (name, report);
+    }
 }
 
 /// A monotonically increasing count. Cloning shares it.

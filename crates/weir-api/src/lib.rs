@@ -57,13 +57,15 @@ pub use body::{BodyChunk, WholeBody};
 pub use content::{
     BodyReader, BytesBody, ContentError, ContentFuture, ContentManager, ObjectInfo, StoredResponse,
 };
-pub use context::{Counter, MetricsRegistry, ModuleContext, Spawner};
+pub use context::{AdminReport, Counter, MetricsRegistry, ModuleContext, Spawner};
 pub use events::{Event, Events};
 pub use flow::{Decision, Flow, Reply};
 pub use head::{RequestHead, ResponseHead};
 pub use module::{Module, ModuleFactory, Timer};
 pub use settings::{Settings, SettingsError};
-pub use txn::{engine, CacheLookup, CacheOverrides, Listener, ListenerMode, Txn};
+pub use txn::{
+    engine, CacheLookup, CacheOverrides, Completion, Listener, ListenerMode, Outcome, Txn,
+};
 
 pub use bytes::Bytes;
 pub use http;

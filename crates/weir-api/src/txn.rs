@@ -59,6 +59,40 @@ pub struct Listener {
     pub tls: bool,
 }
 
+/// How a transaction was served, as the [`Log`](crate::Event::Log) event reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// From the cache without asking the origin for a body: a fresh hit (memory or
+    /// disk), a stale copy served while revalidating or on error, a `304` from the
+    /// origin, or another client's fetch joined.
+    Hit,
+    /// Fetched from the origin for this request (stored or not).
+    Miss,
+    /// Passed to the origin without the cache (method, `Range`, `no-store`, a module).
+    Bypass,
+    /// A `CONNECT` tunnel.
+    Tunnel,
+    /// Refused: access rules, limits, a module's answer with a 4xx, a malformed request.
+    Denied,
+    /// Failed: origin unreachable, timeout, a cut body.
+    Error,
+}
+
+/// What the engine knows of a finished transaction, for modules that keep statistics
+/// ([`Txn::completion`] in `on_log`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The status sent to the client.
+    pub status: u16,
+    /// Request body bytes received from the client.
+    pub bytes_in: u64,
+    /// Response body bytes sent to the client.
+    pub bytes_out: u64,
+    /// How it was served.
+    pub outcome: Outcome,
+}
+
 /// One transaction, as every module's callbacks see it.
 pub struct Txn {
     client: SocketAddr,
@@ -80,6 +114,7 @@ struct Extra {
     states: Vec<Option<Box<dyn Any + Send>>>,
     cache: CacheOverrides,
     log_fields: Vec<(&'static str, String)>,
+    completion: Option<Completion>,
 }
 
 /// What `Txn::cache_overrides` reads before any module set one.
@@ -150,6 +185,13 @@ impl Txn {
         self.extra.as_ref().map_or(&[], |e| &e.log_fields)
     }
 
+    /// How the transaction ended: status, bytes each way, cache outcome. Set by the
+    /// engine before the [`Log`](crate::Event::Log) event (and only when a module
+    /// listens to it); `None` in every earlier event.
+    pub fn completion(&self) -> Option<Completion> {
+        self.extra.as_ref().and_then(|e| e.completion)
+    }
+
     /// Declares, in a header event, that this module may change the length of the
     /// body that follows; the engine then drops `Content-Length`, sends the body
     /// chunked and marks the ETag weak.
@@ -211,6 +253,11 @@ pub mod engine {
     /// Selects whose state [`Txn::state`] returns: the module at this index.
     pub fn set_current(txn: &mut Txn, module: usize) {
         txn.current = module;
+    }
+
+    /// Records how the transaction ended, for [`Txn::completion`] in the log event.
+    pub fn set_completion(txn: &mut Txn, completion: Completion) {
+        txn.extra().completion = Some(completion);
     }
 
     /// Clears the body declarations (length, whole body) between the response and

@@ -21,6 +21,7 @@ mod labels;
 mod listener;
 mod process;
 mod purge;
+mod reports;
 
 pub use cache::CacheFigures;
 pub use labels::{Alpn, CacheOutcome, ErrorKind, Refusal};
@@ -69,6 +70,8 @@ pub struct Metrics {
     module_body_refused: Counter,
     /// Counters modules registered: (metric name, help, counter).
     module_counters: Mutex<Vec<(String, String, weir_api::Counter)>>,
+    /// What administration modules published.
+    reports: reports::Reports,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -150,6 +153,7 @@ impl Metrics {
 
         Metrics {
             module_counters: Mutex::new(Vec::new()),
+            reports: Default::default(),
             module_failures,
             module_body_refused,
             registry: r,
@@ -273,6 +277,7 @@ impl Metrics {
         // Writing into a String cannot fail, and our own metrics never return errors.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         let mut more = self.encode_module_counters();
+        self.reports.encode(&mut more);
         process::encode(&mut more);
         if !more.is_empty() {
             // OpenMetrics ends with "# EOF"; the module counters go before it.
@@ -283,7 +288,18 @@ impl Metrics {
     }
 }
 
+impl Metrics {
+    /// The JSON an administration module published as `name`.
+    pub(crate) fn module_report(&self, name: &str) -> Option<String> {
+        self.reports.json(name)
+    }
+}
+
 impl weir_api::MetricsRegistry for Metrics {
+    fn publish(&self, name: &str, report: std::sync::Weak<dyn weir_api::AdminReport>) {
+        self.reports.publish(name, report);
+    }
+
     fn counter(&self, name: &str, help: &str) -> weir_api::Counter {
         let clean: String = name
             .chars()

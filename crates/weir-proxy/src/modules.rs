@@ -411,9 +411,14 @@ impl ModuleChain {
         Ok(chosen)
     }
 
-    /// Calls every module's `on_log`.
-    pub fn log(&self, txn: &mut Txn, metrics: &Metrics) {
-        for &i in &self.by_event[Event::Log as usize] {
+    /// Calls every module's `on_log`, with how the transaction ended.
+    pub fn log(&self, txn: &mut Txn, metrics: &Metrics, completion: weir_api::Completion) {
+        let listeners = &self.by_event[Event::Log as usize];
+        if listeners.is_empty() {
+            return;
+        }
+        engine::set_completion(txn, completion);
+        for &i in listeners {
             let loaded = &self.modules[i as usize];
             engine::set_current(txn, i as usize);
             let txn: &Txn = txn;

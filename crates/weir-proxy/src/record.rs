@@ -110,7 +110,13 @@ impl TxnRecord {
             self.txn = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
         }
         if let Some(ModTxn { chain, txn }) = self.txn.as_mut() {
-            chain.log(txn, m);
+            let completion = weir_api::Completion {
+                status: self.status,
+                bytes_in: self.bytes_in,
+                bytes_out,
+                outcome: outcome.for_modules(),
+            };
+            chain.log(txn, m, completion);
         }
         let fields = self.txn.as_ref().map_or(&[][..], |t| t.txn.log_fields());
         if let (Some(log), Some(access_log)) = (&self.log, &self.engine.log) {

@@ -132,9 +132,27 @@ async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
         "/admin/cache/expiry" => cache::expiry(content, req).await,
         "/admin/purge" => actions::purge(content, req).await,
         "/admin/preload" => actions::preload(content, req).await,
+        _ if path.starts_with("/admin/modules/") => module_report(admin, &req, path),
         _ => json::error(
             StatusCode::NOT_FOUND,
             "no such admin endpoint; see docs/operations.md",
+        ),
+    }
+}
+
+/// `GET /admin/modules/<name>`: what an administration module published.
+fn module_report(admin: &Admin, req: &Request<Incoming>, path: &str) -> Response<AdminBody> {
+    if req.method() != Method::GET {
+        return json::not_allowed("GET");
+    }
+    let name = &path["/admin/modules/".len()..];
+    match admin.metrics.module_report(name) {
+        Some(body) => {
+            reply(StatusCode::OK, "application/json", Bytes::from(body)).map(|b| b.boxed_unsync())
+        }
+        None => json::error(
+            StatusCode::NOT_FOUND,
+            "no module publishes a report under that name",
         ),
     }
 }

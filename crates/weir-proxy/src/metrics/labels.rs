@@ -63,6 +63,25 @@ impl CacheOutcome {
         )
     }
 
+    /// The coarser outcome the module API reports (`weir_api::Outcome`): whatever
+    /// spared the origin a body for this client is a hit.
+    pub fn for_modules(self) -> weir_api::Outcome {
+        use weir_api::Outcome;
+        match self {
+            CacheOutcome::Hit
+            | CacheOutcome::DiskHit
+            | CacheOutcome::RefreshUnmodified
+            | CacheOutcome::StaleRevalidating
+            | CacheOutcome::StaleOnError
+            | CacheOutcome::Collapsed => Outcome::Hit,
+            CacheOutcome::Miss | CacheOutcome::RefreshModified => Outcome::Miss,
+            CacheOutcome::Bypass => Outcome::Bypass,
+            CacheOutcome::Tunnel => Outcome::Tunnel,
+            CacheOutcome::Denied => Outcome::Denied,
+            CacheOutcome::Error => Outcome::Error,
+        }
+    }
+
     /// Lowercase label value.
     pub fn as_str(self) -> &'static str {
         match self {

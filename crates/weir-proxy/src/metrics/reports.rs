@@ -1,0 +1,43 @@
+//! Reports administration modules publish (`ModuleContext::publish`): JSON at
+//! `/admin/modules/<name>`, and lines added to `/metrics`. Held weakly, so a module a
+//! reload drops takes its report with it.
+
+use std::sync::{Mutex, Weak};
+
+use weir_api::AdminReport;
+
+use super::encode::lock;
+
+/// The published reports, by module name.
+#[derive(Default)]
+pub(crate) struct Reports(Mutex<Vec<(String, Weak<dyn AdminReport>)>>);
+
+impl Reports {
+    /// Keeps `report` under `name`, replacing an earlier one of that name.
+    pub(crate) fn publish(&self, name: &str, report: Weak<dyn AdminReport>) {
+        let mut reports = lock(&self.0);
+        reports.retain(|(n, r)| n != name && r.strong_count() > 0);
+        reports.push((name.to_string(), report));
+    }
+
+    /// The JSON of the report published as `name`, while its module lives.
+    pub(crate) fn json(&self, name: &str) -> Option<String> {
+        let report = lock(&self.0)
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, r)| r.upgrade())?;
+        // Outside the lock: a module's report may take a moment.
+        Some(report.json())
+    }
+
+    /// Every live report's metric lines.
+    pub(crate) fn encode(&self, out: &mut String) {
+        let live: Vec<_> = lock(&self.0)
+            .iter()
+            .filter_map(|(_, r)| r.upgrade())
+            .collect();
+        for report in live {
+            report.metrics(out);
+        }
+    }
+}
