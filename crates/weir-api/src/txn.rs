@@ -165,6 +165,17 @@ impl Txn {
             .expect("a module keeps one state type per transaction")
     }
 
+    /// This module's state for this transaction if it made one, read-only: for the
+    /// log event, which sees the transaction as `&Txn`.
+    pub fn state_ref<T: Send + 'static>(&self) -> Option<&T> {
+        let extra = self.extra.as_ref()?;
+        extra
+            .states
+            .get(self.current)?
+            .as_ref()?
+            .downcast_ref::<T>()
+    }
+
     /// How the cache treats this transaction.
     pub fn cache(&mut self) -> &mut CacheOverrides {
         &mut self.extra().cache

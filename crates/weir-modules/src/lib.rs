@@ -54,6 +54,7 @@
 
 pub mod access;
 pub mod adblock;
+pub mod clients;
 pub mod compress;
 pub mod diagnostics;
 mod fields;
@@ -80,6 +81,7 @@ pub fn builtin() -> Vec<Box<dyn ModuleFactory>> {
         Box::new(icap::IcapFactory),
         Box::new(transcode::TranscodeFactory),
         Box::new(access::AccessFactory),
+        Box::new(clients::ClientsFactory),
     ]
 }
 
@@ -110,7 +112,8 @@ mod tests {
                 "compress",
                 "icap",
                 "transcode",
-                "access"
+                "access",
+                "clients"
             ]
         );
     }
