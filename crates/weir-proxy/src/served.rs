@@ -28,9 +28,16 @@ impl Served {
     // Boxed as the hooks return it, so that every event's result stays small.
     #[allow(clippy::boxed_local)]
     pub(crate) fn module_reply(reply: Box<Reply>) -> Served {
+        // A module's 4xx is a refusal (access rules, limits): logged TCP_DENIED and
+        // counted as denied, as the engine's own refusals are.
+        let outcome = if reply.status.is_client_error() {
+            CacheOutcome::Denied
+        } else {
+            CacheOutcome::Bypass
+        };
         Served {
             response: reply_response(*reply),
-            outcome: CacheOutcome::Bypass,
+            outcome,
             cache_status: HeaderValue::from_static("weir; detail=module"),
             upstream: None,
             origin_body: false,

@@ -108,7 +108,8 @@ struct Shared {
     totals: Totals,
 }
 
-/// Whether this transaction holds one of its key's in-flight places.
+/// Made when the limits admit a transaction (its bytes then count against the
+/// quota); `true` when it holds one of its key's in-flight places.
 #[derive(Default)]
 struct Admitted(bool);
 
@@ -229,10 +230,8 @@ impl Module for Clients {
     ) -> Flow<'a> {
         let shared = &*self.shared;
         match shared.admit(txn, Instant::now()) {
-            Ok(admitted) => {
-                if admitted {
-                    txn.state::<Admitted>().0 = true;
-                }
+            Ok(holds_place) => {
+                txn.state::<Admitted>().0 = holds_place;
                 Flow::Continue
             }
             Err(refusal) => {
@@ -293,12 +292,16 @@ impl Module for Clients {
         if let Some(user) = txn.user() {
             count(&mut lock(&shared.users).entry(user, || Arc::from(user)).figures);
         }
-        let admitted = txn.state_ref::<Admitted>().is_some_and(|a| a.0);
+        // Refused transactions took nothing: no place, and their refusal page is not
+        // charged to the quota.
+        let Some(&Admitted(holds_place)) = txn.state_ref::<Admitted>() else {
+            return;
+        };
         let quota = shared.config.quota;
-        if admitted || quota.is_some() {
+        if holds_place || quota.is_some() {
             let period = quota.map(|(_, reset)| limits::quota_period(unix_now(), reset));
             shared.with_limited(txn, |_, state| {
-                if admitted {
+                if holds_place {
                     state.in_flight = state.in_flight.saturating_sub(1);
                 }
                 if let Some(period) = period {

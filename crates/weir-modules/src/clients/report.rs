@@ -8,7 +8,7 @@ use std::hash::Hash;
 use weir_api::AdminReport;
 
 use super::settings::LimitBy;
-use super::table::{Entry, Table};
+use super::table::{Entry, Figures, Table};
 use super::{lock, Shared};
 
 /// Clients and users named in metric labels: enough to see who dominates, few enough
@@ -124,6 +124,9 @@ fn json_string(out: &mut String, text: &str) {
     out.push('"');
 }
 
+/// One gauge family of the busiest keys: name suffix, help, value.
+type Series = (&'static str, &'static str, fn(&Figures) -> u64);
+
 /// Gauges of the ten busiest keys of a table: `weir_module_clients_top_<what>{client="…"}`.
 fn top_metrics<K: Hash + Eq + Clone>(
     out: &mut String,
@@ -133,14 +136,12 @@ fn top_metrics<K: Hash + Eq + Clone>(
 ) {
     let top = table.top(METRIC_TOP);
     let names: Vec<String> = top.iter().map(|e| label_value(&name(&e.key))).collect();
-    let series: [(&str, &str, fn(&Entry<K>) -> u64); 4] = [
-        ("requests", "Requests", |e| e.figures.requests),
-        ("bytes_out", "Response body bytes sent", |e| {
-            e.figures.bytes_out
-        }),
-        ("hits", "Requests served from the cache", |e| e.figures.hits),
-        ("refused", "Requests refused by a limit", |e| {
-            e.figures.rate_limited + e.figures.over_quota + e.figures.over_concurrency
+    let series: [Series; 4] = [
+        ("requests", "Requests", |f| f.requests),
+        ("bytes_out", "Response body bytes sent", |f| f.bytes_out),
+        ("hits", "Requests served from the cache", |f| f.hits),
+        ("refused", "Requests refused by a limit", |f| {
+            f.rate_limited + f.over_quota + f.over_concurrency
         }),
     ];
     let _ = writeln!(
@@ -158,7 +159,7 @@ fn top_metrics<K: Hash + Eq + Clone>(
             "# HELP {metric} {help}, for the {METRIC_TOP} busiest {label}s\n# TYPE {metric} gauge"
         );
         for (e, n) in top.iter().zip(&names) {
-            let _ = writeln!(out, "{metric}{{{label}=\"{n}\"}} {}", value(e));
+            let _ = writeln!(out, "{metric}{{{label}=\"{n}\"}} {}", value(&e.figures));
         }
     }
 }

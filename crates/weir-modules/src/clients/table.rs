@@ -113,7 +113,7 @@ impl<K: Hash + Eq + Clone> Table<K> {
     /// The `n` busiest entries, by requests, busiest first.
     pub(crate) fn top(&self, n: usize) -> Vec<&Entry<K>> {
         let mut all: Vec<&Entry<K>> = self.entries.iter().collect();
-        all.sort_by(|a, b| b.figures.requests.cmp(&a.figures.requests));
+        all.sort_by_key(|e| std::cmp::Reverse(e.figures.requests));
         all.truncate(n);
         all
     }
