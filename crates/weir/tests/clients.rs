@@ -332,3 +332,88 @@ fn check_names_file_line_and_key_of_a_bad_limit() {
     );
     assert_eq!(message, "`24:00` is not a time of day as \"HH:MM\" (UTC)");
 }
+
+/// The report's entry for `user`, once it has `requests` logged.
+async fn user_entry(proxy: &Proxy, user: &str, requests: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = report(proxy).await;
+        let entry = r["users"]["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] == user)
+            .cloned();
+        match entry {
+            Some(e) if e["requests"].as_u64() >= Some(requests) => return e,
+            other if Instant::now() > deadline => panic!("{user}: {other:?} in {r}"),
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
+#[tokio::test]
+async fn limits_by_user_follow_the_user_the_access_module_verified() {
+    use base64::Engine as _;
+    let origin = TestOrigin::start();
+    origin.route("/*", Reply::ok("x").cc("no-store"));
+    let dir = temp_dir("clients-users");
+    let hash = |pw: &str| {
+        bcrypt::hash_with_salt(pw, 4, [7; 16])
+            .unwrap()
+            .format_for_version(bcrypt::Version::TwoY)
+    };
+    let users = dir.join("users.htpasswd");
+    std::fs::write(
+        &users,
+        format!("ann:{}\nbob:{}\n", hash("ann-pw"), hash("bob-pw")),
+    )
+    .unwrap();
+    let proxy = reverse_with_modules(
+        &origin.base(),
+        &format!(
+            "[[module]]\nname = \"access\"\nhtpasswd = {:?}\n\n\
+             [[module]]\nname = \"clients\"\nby = \"user\"\nrate = 0.5\nburst = 1\n",
+            users.display().to_string()
+        ),
+    );
+    let as_user = |user: &str| {
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{user}-pw"));
+        format!("Basic {token}")
+    };
+    // One address, two users: each user has a bucket of their own.
+    let client = client_from("127.0.0.11");
+    let url = proxy.reverse_url("/u");
+    let ann = as_user("ann");
+    assert_eq!(
+        get(&client, &url, &[("authorization", &ann)]).await.status,
+        200
+    );
+    assert_eq!(
+        get(&client, &url, &[("authorization", &ann)]).await.status,
+        429
+    );
+    let bob = as_user("bob");
+    assert_eq!(
+        get(&client, &url, &[("authorization", &bob)]).await.status,
+        200
+    );
+
+    let e = user_entry(&proxy, "ann", 2).await;
+    assert_eq!(
+        (e["requests"].as_u64(), e["rate_limited"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(user_entry(&proxy, "bob", 1).await["rate_limited"], 0);
+    assert_eq!(client_entry(&proxy, "127.0.0.11", 3).await["requests"], 3);
+    let text = metrics(&proxy).await;
+    assert_eq!(
+        metric(
+            &text,
+            "weir_module_clients_top_user_requests",
+            &[("user", "ann")]
+        ),
+        Some(2.0),
+        "{text}"
+    );
+}
