@@ -108,6 +108,12 @@ struct Shared {
     totals: Totals,
 }
 
+/// The longest one body chunk is held back. A hit in memory comes as one chunk (up to
+/// `max_memory_object`), which at a low rate could cost minutes, past the engine's
+/// bound on a module's wait (`[limits] module_wait`, 30 s by default); what is not
+/// waited for stays owed in the bucket, and the client's next chunks pay it.
+const MAX_HOLD: Duration = Duration::from_secs(10);
+
 /// Made when the limits admit a transaction (its bytes then count against the
 /// quota); `true` when it holds one of its key's in-flight places.
 #[derive(Default)]
@@ -256,7 +262,9 @@ impl Module for Clients {
             return Flow::Continue;
         }
         let delay = shared.with_limited(txn, |figures, state| {
-            let delay = state.shape(chunk.data.len(), rate, burst, Instant::now());
+            let delay = state
+                .shape(chunk.data.len(), rate, burst, Instant::now())
+                .min(MAX_HOLD);
             figures.shaped_ms += delay.as_millis() as u64;
             delay
         });

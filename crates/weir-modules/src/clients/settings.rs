@@ -4,9 +4,9 @@
 use weir_api::serde::Deserialize;
 use weir_api::{Settings, SettingsError};
 
-/// Below this, one 64 KiB body chunk would wait longer than the engine lets a module
-/// hold a transaction (`[limits] module_wait`, 30 s by default).
-const MIN_BANDWIDTH: u64 = 4 * 1024;
+/// Below this, even a streamed 64 KiB chunk would wait longer than the most the module
+/// holds one (10 s).
+const MIN_BANDWIDTH: u64 = 8 * 1024;
 /// More entries than this is a configuration mistake, not a bound.
 const MAX_TOP: u64 = 1_000_000;
 
