@@ -41,3 +41,45 @@ impl Reports {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Weak};
+
+    use super::*;
+
+    struct Fixed(&'static str);
+
+    impl AdminReport for Fixed {
+        fn json(&self) -> String {
+            self.0.to_string()
+        }
+        fn metrics(&self, out: &mut String) {
+            out.push_str("weir_module_fixed 1\n");
+        }
+    }
+
+    fn weak(report: &Arc<Fixed>) -> Weak<dyn AdminReport> {
+        Arc::downgrade(report) as Weak<dyn AdminReport>
+    }
+
+    #[test]
+    fn a_report_is_replaced_by_name_and_dies_with_its_module() {
+        let reports = Reports::default();
+        let first = Arc::new(Fixed("{\"n\":1}"));
+        reports.publish("m", weak(&first));
+        assert_eq!(reports.json("m").as_deref(), Some("{\"n\":1}"));
+        assert_eq!(reports.json("other"), None);
+        let second = Arc::new(Fixed("{\"n\":2}"));
+        reports.publish("m", weak(&second));
+        assert_eq!(reports.json("m").as_deref(), Some("{\"n\":2}"));
+        let mut out = String::new();
+        reports.encode(&mut out);
+        assert_eq!(out, "weir_module_fixed 1\n", "the replaced one is gone");
+        drop(second);
+        assert_eq!(reports.json("m"), None);
+        out.clear();
+        reports.encode(&mut out);
+        assert!(out.is_empty());
+    }
+}
