@@ -152,7 +152,10 @@ impl Cache {
     /// and stores nothing, and the memory tier works as usual.
     pub fn new(settings: CacheSettings) -> Cache {
         Cache {
-            storage: Box::new(MemoryStorage::new(settings.memory_bytes)),
+            storage: Box::new(MemoryStorage::new(
+                settings.memory_bytes,
+                largest_memory_object(&settings),
+            )),
             disk: settings.disk.as_ref().map(DiskTier::open),
             invalidations: Invalidations::new(RETAIN_FOR, RETAIN_AT_MOST),
             module_variants: Mutex::default(),
@@ -189,11 +192,7 @@ impl Cache {
     /// The largest body the memory tier keeps: larger ones are stored on disk only
     /// (a fill goes there as it arrives, see [`Cache::spill`]), or not at all.
     pub fn memory_object_limit(&self) -> u64 {
-        if self.disk.is_some() {
-            self.settings().max_memory_object_bytes
-        } else {
-            self.settings().max_object_bytes
-        }
+        largest_memory_object(&self.settings)
     }
 
     /// The objects of `key` on disk, when none is in memory: headers are read from
@@ -440,6 +439,15 @@ impl Cache {
     /// Number of objects (and variant lists) stored in the memory tier.
     pub fn object_count(&self) -> u64 {
         self.storage.item_count()
+    }
+}
+
+/// What [`Cache::memory_object_limit`] will say, before there is a cache.
+fn largest_memory_object(settings: &CacheSettings) -> u64 {
+    if settings.disk.is_some() {
+        settings.max_memory_object_bytes
+    } else {
+        settings.max_object_bytes
     }
 }
 

@@ -8,6 +8,7 @@
 //! writer waits for slow readers, so a huge download is never held in memory.
 //! When the last reader goes away the flight is abandoned and the fetch stops.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -80,22 +81,37 @@ impl<H: Clone> Coalescer<H> {
         recheck: impl FnOnce() -> Option<T>,
     ) -> Result<Join<H>, T> {
         let mut flights = lock(&self.flights);
-        if sharing == Sharing::Any {
-            if let Some(flight) = flights.get(key) {
-                if let Some(reader) = flight.reader() {
+        if sharing == Sharing::Alone {
+            if let Some(found) = recheck() {
+                return Err(found);
+            }
+            let flight = Arc::new(Flight::new());
+            let reader = flight.reader().expect("a new flight accepts readers");
+            return Ok(Join::Leader(flight, reader));
+        }
+        // One lookup in the table for a miss (hashing a key is most of its cost).
+        let slot = flights.entry(key.clone());
+        if let Entry::Occupied(existing) = &slot {
+            if sharing == Sharing::Any {
+                if let Some(reader) = existing.get().reader() {
                     return Ok(Join::Follower(reader));
                 }
             }
         }
-        if sharing != Sharing::After {
+        if sharing == Sharing::Any {
             if let Some(found) = recheck() {
                 return Err(found);
             }
         }
         let flight = Arc::new(Flight::new());
         let reader = flight.reader().expect("a new flight accepts readers");
-        if sharing != Sharing::Alone {
-            flights.insert(key.clone(), flight.clone());
+        match slot {
+            Entry::Occupied(mut existing) => {
+                existing.insert(flight.clone());
+            }
+            Entry::Vacant(vacant) => {
+                vacant.insert(flight.clone());
+            }
         }
         Ok(Join::Leader(flight, reader))
     }
@@ -103,8 +119,10 @@ impl<H: Clone> Coalescer<H> {
     /// Removes the flight for `key` if it is `flight` (new requests will not join it).
     pub fn leave(&self, key: &CacheKey, flight: &Arc<Flight<H>>) {
         let mut flights = lock(&self.flights);
-        if flights.get(key).is_some_and(|f| Arc::ptr_eq(f, flight)) {
-            flights.remove(key);
+        if let Entry::Occupied(entry) = flights.entry(key.clone()) {
+            if Arc::ptr_eq(entry.get(), flight) {
+                entry.remove();
+            }
         }
     }
 

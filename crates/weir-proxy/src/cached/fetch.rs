@@ -173,8 +173,9 @@ impl Fetch {
         if let Some(ttl) = self.txn.as_ref().and_then(|t| t.txn.cache_overrides().ttl) {
             policy = policy.with_time_to_live(now, ttl);
         }
-        let declared_too_big =
-            headers::content_length(&parts.headers).is_some_and(|n| n > max_object);
+        // Read once: the head does not change from here on.
+        let declared = headers::content_length(&parts.headers);
+        let declared_too_big = declared.is_some_and(|n| n > max_object);
         // `skip` set by a module in this fill (at response headers or on the whole
         // response): serve it, do not store it.
         let skipped = self
@@ -231,7 +232,6 @@ impl Fetch {
         // stored before that chunk goes out, so the next request finds it.
         // A module that may change the length made the engine drop Content-Length
         // (hooks::fix_framing), so one still there is the length of what is pushed.
-        let declared = headers::content_length(&parts.headers);
         let mut keeper = Keeper::new(&engine.cache, declared);
         let adapted = origin_fields.and_then(|o| o.adapted(&parts.headers));
         let mut head = Some((parts.status, parts.headers, policy, adapted));

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# bench/miss-instructions.sh: instructions Weir executes per cache miss.
+#
+# What it measures
+#   User-space instructions of the Weir process per miss: every request is a URL never
+#   asked before, fetched from the origin over a keep-alive connection and stored.
+#   Weir runs under valgrind's callgrind, which counts instructions rather than time,
+#   so the counts repeat whatever else the shared machine does (see
+#   bench/ladder-instructions.sh, which does the same for hits). Weir runs twice, with
+#   N1 and N2 misses on one keep-alive client connection; the cost of one miss is
+#   (I(N2) - I(N1)) / (N2 - N1), so start-up and shutdown cancel out. The memory tier
+#   is MEMORY (1 MiB by default, about 400 objects of SIZE 1k), so that both runs are
+#   past the point where the tier is full and every miss also evicts an object (the
+#   steady churn of bench/miss.sh); MEMORY=1GiB measures a tier that is still filling.
+#   The kernel's share (syscalls, TCP) is not counted.
+#
+# How to run
+#   bench/miss-instructions.sh
+#   N1=1000 N2=3000 SIZE=1k MEMORY=1MiB BUILD=0 bench/miss-instructions.sh
+#   TOP=30 bench/miss-instructions.sh   # also the functions that cost most (inclusive),
+#                                       # from callgrind_annotate of the N2 run
+#   KEEP=dir bench/miss-instructions.sh # keeps both callgrind files in dir
+# Needs valgrind and python3 (valgrind installed with apt-get when missing); builds
+# the release binary unless BUILD=0.
+set -euo pipefail
+BENCH_TAG=miss-instr
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+
+N1="${N1:-1000}"
+N2="${N2:-3000}"
+SIZE="${SIZE:-1k}"
+MEMORY="${MEMORY:-1MiB}"
+BUILD="${BUILD:-1}"
+TOP="${TOP:-0}"
+KEEP="${KEEP:-}"
+BIN="${WEIR_BIN:-$ROOT/target/release/weir}"
+
+[[ "$N1" =~ ^[0-9]+$ && "$N2" =~ ^[0-9]+$ && "$N2" -gt "$N1" ]] || die "N1 and N2 must be integers, N2 > N1"
+command -v valgrind >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind; }
+if [ "$BUILD" = 1 ]; then
+    (cd "$ROOT" && cargo build --release -p weir) >&2
+fi
+[ -x "$BIN" ] || die "no Weir binary at $BIN"
+
+TMP="$(mktemp -d -t weir-miss-instr.XXXXXX)"
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# The origin answers any path with SIZE bytes that the proxy may cache.
+cat > "$TMP/origin.py" <<'PY'
+import http.server, sys
+body = b"x" * int(sys.argv[2])
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "max-age=3600")
+        self.send_header("Content-Type", "text/plain")
+        self.end_headers()
+        self.wfile.write(body)
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+# The client: N sequential GETs of new URLs on one keep-alive connection; each must be
+# a miss that was stored.
+cat > "$TMP/client.py" <<'PY'
+import http.client, sys
+port, tag, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+for i in range(n):
+    c.request("GET", f"/{tag}/{i}")
+    r = c.getresponse(); r.read()
+    status = r.getheader("cache-status") or ""
+    if r.status != 200 or "fwd=miss" not in status or "stored" not in status:
+        sys.exit(f"request {i}: status {r.status}, cache-status {status}")
+PY
+OPORT=$(pick_port); USED_PORTS+="$OPORT "
+python3 "$TMP/origin.py" "$OPORT" "$(size_bytes "$SIZE")" & PIDS+=($!)
+wait_ready origin "${PIDS[-1]}" "$OPORT"
+
+# instructions N: total instructions of one Weir run serving N misses.
+instructions() {
+    local n="$1" port; port=$(pick_port)
+    printf '[server]\nworkers = 1\n[admin]\nlisten = "off"\n[log]\naccess = "off"\n[cache]\nmemory = "%s"\nmax_object = "1MiB"\ndisk = "off"\n[[listen]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\norigin = "http://127.0.0.1:%s"\n' \
+        "$MEMORY" "$port" "$OPORT" > "$TMP/weir.toml"
+    local out="$TMP/callgrind.$n"
+    WEIR_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
+        "$BIN" run --config "$TMP/weir.toml" 2>"$TMP/valgrind.$n.log" &
+    local pid=$!
+    for _ in $(seq 300); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+        kill -0 "$pid" 2>/dev/null || die "weir exited; see $TMP/valgrind.$n.log"
+        sleep 0.1
+    done
+    python3 "$TMP/client.py" "$port" "run$n" "$n" || die "client failed"
+    kill -TERM "$pid"; wait "$pid" || true
+    grep -m1 '^summary:\|^totals:' "$out" | awk '{print $2}'
+}
+
+i1=$(instructions "$N1")
+i2=$(instructions "$N2")
+per=$(( (i2 - i1) / (N2 - N1) ))
+log "$N1 misses: $i1 instructions; $N2 misses: $i2"
+if [ -n "$KEEP" ]; then mkdir -p "$KEEP" && cp "$TMP/callgrind.$N1" "$TMP/callgrind.$N2" "$KEEP/"; fi
+if [ "$TOP" -gt 0 ]; then
+    callgrind_annotate --inclusive=yes "$TMP/callgrind.$N2" 2>/dev/null | head -n "$((TOP + 25))" >&2 || true
+fi
+echo "$per instructions per miss ($SIZE objects, memory tier $MEMORY; (I($N2) - I($N1)) / $((N2 - N1)), one worker thread, one keep-alive client connection)"
