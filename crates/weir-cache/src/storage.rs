@@ -75,7 +75,9 @@ pub trait Storage: Send + Sync + 'static {
 /// its hash table, rebuilt whenever they reached a tenth of it, and under steady churn
 /// (a miss evicting an object) that rebuilding and allocating new tables took about a
 /// tenth of the process's CPU. quick_cache removes entries in place and evicts inside
-/// `insert`, so its totals are always settled.
+/// `insert`, so its totals are always settled. Its keys are hashed with std's randomly
+/// keyed SipHash (the crate's fast default hasher is turned off in Cargo.toml): clients
+/// choose the URLs, and must not be able to aim them at one hash chain or shard.
 pub struct MemoryStorage {
     map: quick_cache::sync::Cache<CacheKey, StoredItem, EntryWeight>,
 }
