@@ -7,7 +7,13 @@
 #   (d) `add-headers`, (e) `body-copy`; and, with RUNGS, the content-adaptation
 #   modules: (f) `adblock` with EasyList + EasyPrivacy (Debian's
 #   webext-ublock-origin-firefox), (g) `compress`, the client sending
-#   `Accept-Encoding: gzip` (hits on the stored gzip variant). Weir runs under valgrind's callgrind, which
+#   `Accept-Encoding: gzip` (hits on the stored gzip variant); and (h) `access` with 20
+#   rules of every kind (networks, users and groups, domains, host and URL patterns,
+#   methods, ports, schemes, times, days), the last of which allows the request, and
+#   Basic authentication against an htpasswd file with one bcrypt user: the client
+#   sends `Authorization` (the listener is a reverse one) on every request, so every
+#   hit but the first finds its credentials already checked (issue 19's rung, compared
+#   with (b)). Weir runs under valgrind's callgrind, which
 #   counts instructions rather than time: the counts repeat whatever else the
 #   machine does, so differences of a fraction of a percent are visible, which
 #   wall-clock sampling on a shared 2-core machine cannot show. Each rung runs twice,
@@ -19,7 +25,9 @@
 #   bench/ladder-instructions.sh                 # 1k and 16k objects
 #   N1=200 N2=1200 SIZES=1k bench/ladder-instructions.sh
 #   RUNGS="a b f g" SIZES=8k bench/ladder-instructions.sh   # the adaptation modules
-# Needs valgrind and python3 (installed with apt-get when missing); builds both
+#   RUNGS="a b h" bench/ladder-instructions.sh              # access rules and authentication
+# Needs valgrind and python3 (installed with apt-get when missing; rung h also
+# htpasswd from apache2-utils, to hash its user's password); builds both
 # binaries unless BUILD=0.
 set -euo pipefail
 BENCH_TAG=ladder-instr
@@ -58,6 +66,13 @@ if [[ " $RUNGS " == *" f "* ]]; then
     EASYLIST="$(dpkg -L webext-ublock-origin-firefox | grep -m1 '/easylist.txt$')"
     EASYPRIVACY="$(dpkg -L webext-ublock-origin-firefox | grep -m1 '/easyprivacy.txt$')"
 fi
+if [[ " $RUNGS " == *" h "* ]]; then
+    command -v htpasswd >/dev/null ||
+        { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq apache2-utils; }
+    # Cost 10, htpasswd's default: checked once per run, off the proxy's threads.
+    htpasswd -cbB -C 10 "$TMP/users" bench bench-password 2>/dev/null
+    ACCESS_CREDENTIALS="Authorization: Basic $(printf bench:bench-password | base64)"
+fi
 cat > "$TMP/origin.py" <<'PY'
 import http.server, sys, os
 root = sys.argv[1]
@@ -74,11 +89,12 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), H).serve_forever()
 PY
-# The client: N sequential GETs on one keep-alive connection, each body read whole.
+# The client: N sequential GETs on one keep-alive connection, each body read whole,
+# with the request headers given as further arguments ("Name: value").
 cat > "$TMP/client.py" <<'PY'
 import http.client, sys
 port, path, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-headers = {"Accept-Encoding": sys.argv[4]} if len(sys.argv) > 4 else {}
+headers = dict(h.split(": ", 1) for h in sys.argv[4:])
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
 for i in range(n):
     c.request("GET", path, headers=headers)
@@ -89,6 +105,92 @@ PY
 OPORT=$(pick_port); USED_PORTS+="$OPORT "
 python3 "$TMP/origin.py" "$TMP/www" "$OPORT" & PIDS+=($!)
 wait_ready origin "${PIDS[-1]}" "$OPORT"
+
+# Rung h's module settings: 20 rules, as a school or office proxy might have, that the
+# bench's request (GET http://127.0.0.1:PORT/SIZE from 127.0.0.1, user `bench`) walks
+# through to the last, which allows it. None depends on the clock's value: the rules
+# with times and days either fail on an earlier condition or span the whole week and
+# then fail on the user, so every run does the same work. The credentials stay checked
+# longer than a run under valgrind lasts.
+access_settings() {
+    cat <<TOML
+htpasswd = "$TMP/users"
+credential_ttl = "60m"
+[module.groups]
+staff = ["ann", "bob"]
+pupils = ["carl", "dora"]
+[[module.rule]]
+action = "deny"
+clients = ["10.66.0.0/16", "192.168.77.0/24", "fd00::/8"]
+[[module.rule]]
+action = "deny"
+domains = [".ads.example", "tracker.example", ".doubleclick.example"]
+[[module.rule]]
+action = "deny"
+host_regex = '^(www\.)?(ad|track|pixel)s?\.'
+[[module.rule]]
+action = "deny"
+url_regex = '\.(exe|msi|scr|bat)\$'
+[[module.rule]]
+action = "deny"
+methods = ["TRACE", "TRACK", "DEBUG"]
+[[module.rule]]
+action = "deny"
+ports = ["1-79", "81-442", "444-1023"]
+[[module.rule]]
+action = "deny"
+schemes = ["https"]
+ports = [80]
+[[module.rule]]
+action = "allow"
+groups = ["pupils"]
+methods = ["GET", "HEAD", "POST"]
+ports = ["1024-65535"]
+times = ["00:00-24:00"]
+days = ["mon-sun"]
+[[module.rule]]
+action = "deny"
+domains = ["social.example", ".video.example"]
+times = ["09:00-12:00"]
+[[module.rule]]
+action = "allow"
+users = ["ann", "bob"]
+[[module.rule]]
+action = "allow"
+groups = ["staff"]
+[[module.rule]]
+action = "deny"
+clients = ["169.254.0.0/16"]
+[[module.rule]]
+action = "deny"
+host_regex = '(^|\.)(casino|bet)[a-z]*\.'
+[[module.rule]]
+action = "deny"
+url_regex = '[?&](utm_source|fbclid)='
+[[module.rule]]
+action = "deny"
+methods = ["PUT", "DELETE", "PATCH"]
+[[module.rule]]
+action = "allow"
+clients = ["10.0.0.0/8"]
+domains = [".school.example"]
+[[module.rule]]
+action = "deny"
+ports = [25, 465, 587]
+[[module.rule]]
+action = "deny"
+domains = [".onion"]
+[[module.rule]]
+action = "deny"
+clients = ["172.16.0.0/12"]
+days = ["mon-fri"]
+times = ["22:00-06:00"]
+[[module.rule]]
+action = "allow"
+users = ["bench"]
+methods = ["GET", "HEAD"]
+TOML
+}
 
 # instructions RUNG SIZE N: total instructions of one Weir run serving 1 miss and N-1 hits.
 instructions() {
@@ -101,6 +203,7 @@ instructions() {
         e) module=body-copy ;;
         f) module=adblock ;;
         g) module=compress ;;
+        h) module=access ;;
     esac
     local port; port=$(pick_port)
     {
@@ -108,6 +211,7 @@ instructions() {
         printf '[[listen]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\norigin = "http://127.0.0.1:%s"\n' "$port" "$OPORT"
         [ -n "$module" ] && printf '[[module]]\nname = "%s"\n' "$module"
         [ "$rung" = f ] && printf 'lists = ["%s", "%s"]\n' "$EASYLIST" "$EASYPRIVACY"
+        [ "$rung" = h ] && access_settings
     } > "$TMP/$rung.toml"
     local out="$TMP/callgrind.$rung.$size.$n"
     WEIR_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
@@ -118,8 +222,10 @@ instructions() {
         kill -0 "$pid" 2>/dev/null || die "weir ($rung) exited; see $TMP/valgrind.$rung.log"
         sleep 0.1
     done
-    local accept=(); [ "$rung" = g ] && accept=(gzip)
-    python3 "$TMP/client.py" "$port" "/$size" "$n" "${accept[@]}" || die "client failed against rung $rung"
+    local headers=()
+    [ "$rung" = g ] && headers=("Accept-Encoding: gzip")
+    [ "$rung" = h ] && headers=("$ACCESS_CREDENTIALS")
+    python3 "$TMP/client.py" "$port" "/$size" "$n" "${headers[@]}" || die "client failed against rung $rung"
     kill -TERM "$pid"; wait "$pid" || true
     grep -m1 '^summary:\|^totals:' "$out" | awk '{print $2}'
 }
@@ -143,20 +249,29 @@ describe() {
         e) echo "module \`body-copy\` (copy bodies + 4 headers)" ;;
         f) echo "module \`adblock\` (EasyList + EasyPrivacy)" ;;
         g) echo "module \`compress\` (hits on the gzip variant)" ;;
+        h) echo "module \`access\` (20 rules, Basic credentials already checked)" ;;
     esac
 }
+percent() { awk -v v="$1" -v a="$2" 'BEGIN { printf "%+.2f%%", (v - a) * 100 / a }'; }
 header="| rung | what |"; sep="| --- | --- |"
 for size in $SIZES; do header+=" $size: instructions per hit | vs (a) |"; sep+=" ---: | ---: |"; done
 echo "$header"; echo "$sep"
 for rung in $RUNGS; do
     row="| $rung | $(describe "$rung") |"
     for size in $SIZES; do
-        v=${PER_HIT[$rung.$size]}; a=${PER_HIT[a.$size]}
-        if [ "$rung" = a ]; then row+=" $v | |"; else
-            row+=" $v | $(awk -v v="$v" -v a="$a" 'BEGIN { printf "%+.2f%%", (v - a) * 100 / a }') |"
+        v=${PER_HIT[$rung.$size]}; a=${PER_HIT[a.$size]:-}
+        if [ "$rung" = a ] || [ -z "$a" ]; then row+=" $v | |"; else
+            row+=" $v | $(percent "$v" "$a") |"
         fi
     done
     echo "$row"
 done
 echo
+# Issue 19 states rung h's target against the normal build without a module.
+if [[ " $RUNGS " == *" h "* && " $RUNGS " == *" b "* ]]; then
+    for size in $SIZES; do
+        echo "h vs b, $size: $(percent "${PER_HIT[h.$size]}" "${PER_HIT[b.$size]}") ($(printf %+d $((PER_HIT[h.$size] - PER_HIT[b.$size]))) instructions per hit)"
+    done
+    echo
+fi
 echo "User-space instructions of the Weir process per cached hit (valgrind callgrind; (I($N2) - I($N1)) / $((N2 - N1)) hits on one keep-alive connection, one worker thread)."
