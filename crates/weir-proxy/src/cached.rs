@@ -47,6 +47,22 @@ fn request_directive(headers: &HeaderMap, name: &str) -> bool {
     weir_cache::directive(headers, name).is_some()
 }
 
+/// A request the cache cannot answer that says `only-if-cached` gets 504 (RFC 9111
+/// §5.2.1.7) instead of going to the origin.
+pub(crate) fn refuse_if_only_cached(headers: &HeaderMap) -> Result<(), ProxyError> {
+    if !request_directive(headers, "only-if-cached") {
+        return Ok(());
+    }
+    Err(ProxyError {
+        status: StatusCode::GATEWAY_TIMEOUT,
+        kind: None,
+        reason: "not in the cache, and the request says only-if-cached".into(),
+        close: false,
+        detail: None,
+    }
+    .with_detail(ONLY_IF_CACHED))
+}
+
 /// `Cache-Control: no-cache`, or `Pragma: no-cache` without `Cache-Control`.
 fn request_no_cache(headers: &HeaderMap) -> bool {
     (headers.contains_key(header::CACHE_CONTROL) || headers.contains_key(header::PRAGMA))
@@ -124,16 +140,7 @@ pub(crate) async fn serve(
         Lookup::Miss => None,
     };
     // Only a request that cannot be answered from a fresh copy needs this directive.
-    if request_directive(&parts.headers, "only-if-cached") {
-        return Err(ProxyError {
-            status: StatusCode::GATEWAY_TIMEOUT,
-            kind: None,
-            reason: "not in the cache, and the request says only-if-cached".into(),
-            close: false,
-            detail: None,
-        }
-        .with_detail(ONLY_IF_CACHED));
-    }
+    refuse_if_only_cached(&parts.headers)?;
     if parts.method == Method::HEAD {
         // HEAD responses are not stored; forward it as it is.
         let mut req = upstream_request(&parts, &target, RequestBody::Empty, false);

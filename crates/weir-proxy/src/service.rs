@@ -206,6 +206,7 @@ async fn transact(
         if let Some(served) = crate::cached::range::from_cache(engine, &parts, key.clone()).await {
             return Ok(served);
         }
+        crate::cached::refuse_if_only_cached(&parts.headers)?;
         range_miss = Some((key, ticket));
     }
     let body = match body {

@@ -178,4 +178,10 @@ async fn only_if_cached_on_a_miss_gets_504() {
     );
     assert_hit(&r, "only-if-cached on a stored entry");
     assert_eq!(origin.count("/oic"), 1);
+    // A range of something not stored says the same, and asks the origin nothing.
+    origin.route("/oic-range", Reply::ok("0123456789").cc("max-age=60"));
+    let only_range = [("cache-control", "only-if-cached"), ("range", "bytes=0-3")];
+    let r = get(&client, &origin.url("/oic-range"), &only_range).await;
+    assert_eq!(r.status, 504);
+    assert_eq!(origin.count("/oic-range"), 0);
 }
