@@ -1,6 +1,7 @@
 //! The admin status page in a real browser: headless Chromium (Debian's `chromium`,
 //! installed by ./test.sh) loads it while traffic flows through the proxy, runs its
-//! script, and the figures it shows move.
+//! script, and the figures it shows move; with the `clients` module, the busiest
+//! clients are listed.
 
 mod common;
 
@@ -28,12 +29,15 @@ async fn the_status_page_shows_live_figures_in_a_browser() {
     };
     let origin = TestOrigin::start();
     origin.route("/*", Reply::ok("x".repeat(2000)).cc("max-age=600"));
-    let proxy = Proxy::forward();
-    let client = proxied_client(proxy.forward_addr());
+    let proxy = common::module_config::reverse_with_modules(
+        &origin.base(),
+        "[[module]]\nname = \"clients\"\n",
+    );
+    let client = direct_client();
     // Traffic for as long as the browser looks: hits, and a new miss now and then.
     let running = Arc::new(AtomicBool::new(true));
     let traffic = tokio::spawn({
-        let (running, origin_url) = (running.clone(), origin.url("/"));
+        let (running, origin_url) = (running.clone(), proxy.reverse_url("/"));
         async move {
             let mut i = 0u32;
             while running.load(Ordering::Relaxed) && i < 20_000 {
@@ -82,6 +86,14 @@ async fn the_status_page_shows_live_figures_in_a_browser() {
     assert!(
         totals.windows(2).all(|w| w[0] <= w[1]) && totals[0] < totals[totals.len() - 1],
         "the request count did not move: {totals:?}"
+    );
+    // The clients module's report: this test's client is the busiest.
+    let top = &page[page.find("id=\"top\"").expect("the busiest section")..];
+    assert!(!top[..top.find('>').unwrap()].contains("hidden"), "{page}");
+    let clients = &page[page.find("id=\"top-clients\"").unwrap()..];
+    assert!(
+        clients[..clients.find("</table>").unwrap()].contains("<td>127.0.0.1</td>"),
+        "{page}"
     );
     // The figures the script wrote, not the placeholders.
     for id in ["rps", "hit-count", "bandwidth", "resident"] {
