@@ -7,14 +7,13 @@
 
 use std::sync::Arc;
 use std::task::Poll;
-use std::time::SystemTime;
 
 use bytes::{Bytes, BytesMut};
-use http::header::{self, HeaderValue};
-use http::{request, Response, StatusCode};
-use weir_cache::{CacheKey, CachedObject, FillHold, Part, StoragePolicy, Ticket};
+use http::header;
+use http::{request, StatusCode};
+use weir_cache::{CacheKey, CachedObject, FillHold, Part, Ticket};
 
-use super::range::whole_object_request;
+use super::range::{whole_object, WholeObject};
 use crate::body::{BodySource, ProxyBody};
 use crate::engine::Engine;
 use crate::served::Served;
@@ -87,18 +86,15 @@ pub(crate) fn keep_part(
     {
         return served;
     }
-    let whole = whole_object_request(parts);
-    let mut head = Response::new(()).into_parts().0;
-    head.headers = headers.clone();
-    head.headers.remove(header::CONTENT_RANGE);
-    head.headers
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
-    let now = SystemTime::now();
-    let options = engine.policy_options(target.targeted, key.url());
-    let policy = StoragePolicy::with_options(&whole, &head, now, &options);
-    if !policy.is_worth_storing(now) {
+    let Some(WholeObject {
+        request: whole,
+        head,
+        policy,
+        ..
+    }) = whole_object(engine, key, parts, target, headers, length)
+    else {
         return served;
-    }
+    };
     let mut keeping = Some(Keeping {
         engine: engine.clone(),
         key: key.clone(),

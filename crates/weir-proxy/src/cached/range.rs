@@ -173,18 +173,14 @@ pub(crate) async fn fill_after_partial(
     if txn.as_ref().is_some_and(|t| t.txn.cache_overrides().skip) {
         return;
     }
-    let whole = whole_object_request(parts);
-    let mut head = Response::new(()).into_parts().0;
-    head.headers = partial.clone();
-    head.headers.remove(header::CONTENT_RANGE);
-    head.headers
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(total));
-    let now = SystemTime::now();
-    let options = engine.policy_options(target.targeted, key.url());
-    let policy = StoragePolicy::with_options(&whole, &head, now, &options);
-    if !policy.is_worth_storing(now) {
+    let Some(WholeObject {
+        request: whole,
+        now,
+        ..
+    }) = whole_object(engine, key, parts, target, partial, total)
+    else {
         return;
-    }
+    };
     let ticket = engine.cache.ticket();
     // A fill that ended while this range was forwarded has stored it already.
     let mut found = engine.cache.lookup(key, &whole, now);
@@ -195,6 +191,44 @@ pub(crate) async fn fill_after_partial(
         return;
     }
     fetch_in_background(engine, key, &whole, target, &*txn, None, ticket);
+}
+
+/// The whole object behind a 206, as the cache would take it.
+pub(super) struct WholeObject {
+    /// The request for it ([`whole_object_request`]).
+    pub request: request::Parts,
+    /// A 200's head: the 206's fields, its complete length, no `Content-Range`.
+    pub head: http::response::Parts,
+    pub policy: StoragePolicy,
+    pub now: SystemTime,
+}
+
+/// The whole object of `length` bytes behind a 206 with the fields `partial`, with the
+/// storage policy a 200 with those fields would get; `None` when that policy would not
+/// store it. What the background whole fetch and a kept part both start from.
+pub(super) fn whole_object(
+    engine: &Engine,
+    key: &CacheKey,
+    parts: &request::Parts,
+    target: &Target,
+    partial: &HeaderMap,
+    length: u64,
+) -> Option<WholeObject> {
+    let request = whole_object_request(parts);
+    let mut head = Response::new(()).into_parts().0;
+    head.headers = partial.clone();
+    head.headers.remove(header::CONTENT_RANGE);
+    head.headers
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    let now = SystemTime::now();
+    let options = engine.policy_options(target.targeted, key.url());
+    let policy = StoragePolicy::with_options(&request, &head, now, &options);
+    policy.is_worth_storing(now).then_some(WholeObject {
+        request,
+        head,
+        policy,
+        now,
+    })
 }
 
 /// The request for the whole object behind a range miss: the client's, without what
