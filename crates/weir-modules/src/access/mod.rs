@@ -275,6 +275,7 @@ fn view_of<'a>(
         uri: &request.uri,
         clock,
         now: OnceCell::new(),
+        url_ready: std::cell::Cell::new(false),
     }
 }
 

@@ -2,7 +2,7 @@
 //! the first-match walk over them. Matching reads the request in place and allocates
 //! nothing (a URL pattern formats the URL into a buffer kept per thread).
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::net::IpAddr;
@@ -127,6 +127,9 @@ pub(crate) struct RequestView<'a> {
     /// tests can set the clock.
     pub clock: &'a dyn Fn() -> LocalTime,
     pub now: OnceCell<LocalTime>,
+    /// The thread's URL buffer holds this request's URL: formatted by the first URL
+    /// pattern that looks, matched as it is by the others.
+    pub url_ready: Cell<bool>,
 }
 
 impl RequestView<'_> {
@@ -188,6 +191,9 @@ impl Rule {
 
 fn url_matches(re: &Regex, r: &RequestView<'_>) -> bool {
     URL.with_borrow_mut(|url| {
+        if r.url_ready.replace(true) {
+            return re.is_match(url);
+        }
         url.clear();
         if r.uri.scheme().is_some() || r.method == Method::CONNECT {
             let _ = write!(url, "{}", r.uri);

@@ -47,6 +47,7 @@ fn judge(
         uri: &uri,
         clock,
         now: OnceCell::new(),
+        url_ready: std::cell::Cell::new(false),
     };
     decide(rules, &view, user, true, Action::Deny)
 }
@@ -226,5 +227,27 @@ fn failures_slow_down_one_client_up_to_the_bound() {
         auth.failed(a).as_millis(),
         100,
         "a success forgets the failures"
+    );
+}
+
+#[test]
+fn url_patterns_of_one_request_see_its_url_and_only_its() {
+    let r = rules(
+        "[[rule]]\naction = \"deny\"\nurl_regex = \"/a$\"\n\
+         [[rule]]\naction = \"allow\"\nurl_regex = \"/b$\"",
+    );
+    // The second pattern matches the URL the first one formatted.
+    assert_eq!(
+        judge(&r, "http://a.test/b", None, &MONDAY_NOON),
+        Verdict::Allow(Some(1))
+    );
+    // The next request on the thread is formatted anew.
+    assert_eq!(
+        judge(&r, "http://a.test/a", None, &MONDAY_NOON),
+        Verdict::Deny(Some(0))
+    );
+    assert_eq!(
+        judge(&r, "http://a.test/c", None, &MONDAY_NOON),
+        Verdict::Deny(None)
     );
 }
