@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::module_config::{forward_and_reverse_with_modules, write_config};
+use common::module_config::{check_module_error, forward_and_reverse_with_modules};
 use common::*;
 
 /// The origin, answering every path the tests use, and a proxy with `rules` (the
@@ -212,30 +212,9 @@ async fn rules_reload_with_the_configuration() {
     }
 }
 
-/// `weir check` on `module` (a `[[module]]` section), expecting an error at `line`
-/// for `key`; returns the message.
-fn check_error(module: &str, line: usize, key: &str) -> String {
-    let dir = temp_dir("access-check");
-    let text = format!("[[listen]]\naddr = \"127.0.0.1:3128\"\nmode = \"forward\"\n\n{module}");
-    let path = write_config(&dir, "weir.toml", &text);
-    let out = run_weir(
-        &["check", "--config", path.to_str().unwrap()],
-        Duration::from_secs(10),
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(2), "stderr:\n{stderr}");
-    let expected = format!("weir: {}:{line}: key `{key}`: ", path.display());
-    let found = stderr
-        .lines()
-        .find_map(|l| l.strip_prefix(&expected))
-        .unwrap_or_else(|| panic!("no line starting with {expected:?} in:\n{stderr}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    found.to_string()
-}
-
 #[test]
 fn check_names_file_line_and_key_of_a_bad_pattern() {
-    let message = check_error(
+    let message = check_module_error(
         "[[module]]\nname = \"access\"\n\n\
          [[module.rule]]\naction = \"allow\"\ndomains = [\"a.test\"]\n\n\
          [[module.rule]]\naction = \"deny\"\nurl_regex = \"/(unclosed\"\n",
@@ -250,7 +229,7 @@ fn check_names_file_line_and_key_of_an_unknown_group() {
     let dir = temp_dir("access-check-htpasswd");
     let htpasswd = dir.join("users");
     std::fs::write(&htpasswd, "").unwrap();
-    let message = check_error(
+    let message = check_module_error(
         &format!(
             "[[module]]\nname = \"access\"\nhtpasswd = {:?}\n\n[module.groups]\nstaff = [\"ann\"]\n\n\
              [[module.rule]]\naction = \"allow\"\ngroups = [\"staff\",\n  \"teachers\"]\n",

@@ -8,7 +8,7 @@ mod common;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use common::module_config::{reverse_with_modules, write_config};
+use common::module_config::{check_module_error, reverse_with_modules};
 use common::*;
 use serde_json::Value;
 
@@ -303,29 +303,9 @@ async fn bandwidth_shaping_holds_a_client_to_its_rate() {
     assert!(e["shaped_ms"].as_u64().unwrap() >= 1500, "{e}");
 }
 
-/// `weir check` on a `clients` section, expecting an error at `line` for `key`.
-fn check_error(module: &str, line: usize, key: &str) -> String {
-    let dir = temp_dir("clients-check");
-    let text = format!("[[listen]]\naddr = \"127.0.0.1:3128\"\nmode = \"forward\"\n\n{module}");
-    let path = write_config(&dir, "weir.toml", &text);
-    let out = run_weir(
-        &["check", "--config", path.to_str().unwrap()],
-        Duration::from_secs(10),
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(2), "stderr:\n{stderr}");
-    let expected = format!("weir: {}:{line}: key `{key}`: ", path.display());
-    let found = stderr
-        .lines()
-        .find_map(|l| l.strip_prefix(&expected))
-        .unwrap_or_else(|| panic!("no line starting with {expected:?} in:\n{stderr}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    found.to_string()
-}
-
 #[test]
 fn check_names_file_line_and_key_of_a_bad_limit() {
-    let message = check_error(
+    let message = check_module_error(
         "[[module]]\nname = \"clients\"\nrate = 5\nquota = \"1GiB\"\nquota_reset = \"24:00\"\n",
         9,
         "module[0].quota_reset",

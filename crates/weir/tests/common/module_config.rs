@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use super::process::{free_port, temp_dir};
+use super::process::{free_port, run_weir, temp_dir};
 use super::proxy::Proxy;
 
 /// Starts `weir` with one reverse listener to `origin` (e.g. `http://127.0.0.1:8081`),
@@ -55,4 +55,25 @@ pub fn forward_and_reverse_with_modules(origin: &str, modules: &str) -> Proxy {
         vec![("forward", forward), ("reverse", reverse)],
         Some(admin),
     )
+}
+
+/// `weir check` on a file of one forward listener and `module` (its `[[module]]`
+/// sections), expecting an error at `line` for `key`; returns the message.
+pub fn check_module_error(module: &str, line: usize, key: &str) -> String {
+    let dir = temp_dir("module-check");
+    let text = format!("[[listen]]\naddr = \"127.0.0.1:3128\"\nmode = \"forward\"\n\n{module}");
+    let path = write_config(&dir, "weir.toml", &text);
+    let out = run_weir(
+        &["check", "--config", path.to_str().unwrap()],
+        std::time::Duration::from_secs(10),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "stderr:\n{stderr}");
+    let expected = format!("weir: {}:{line}: key `{key}`: ", path.display());
+    let found = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix(&expected))
+        .unwrap_or_else(|| panic!("no line starting with {expected:?} in:\n{stderr}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    found.to_string()
 }
