@@ -2,13 +2,14 @@
 //! invalidation.
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
 use http::{request, HeaderName};
 
 use crate::budget::FillBudget;
-use crate::disk::{DiskSettings, DiskTier};
+use crate::disk::{DiskLimits, DiskSettings, DiskTier};
 use crate::freshness::{Heuristic, PolicyOptions};
 use crate::invalidation::{Invalidation, Invalidations, Ticket, RETAIN_AT_MOST, RETAIN_FOR};
 use crate::key::CacheKey;
@@ -123,6 +124,8 @@ pub type InvalidationListener = Box<dyn Fn(&Invalidation) + Send + Sync>;
 pub struct Cache {
     pub(crate) storage: Box<dyn Storage>,
     pub(crate) disk: Option<DiskTier>,
+    /// The disk index's memory last taken from the memory tier's size.
+    pub(crate) index_charge: AtomicU64,
     settings: CacheSettings,
     pub(crate) invalidations: Invalidations,
     /// The keys stored with a module's variant, by URL, so that invalidating a URL
@@ -151,12 +154,21 @@ impl Cache {
     /// ([`DiskStats::loading`](crate::DiskStats::loading) until it is done); meanwhile the disk tier finds nothing
     /// and stores nothing, and the memory tier works as usual.
     pub fn new(settings: CacheSettings) -> Cache {
+        let limits = DiskLimits {
+            memory: settings.memory_bytes,
+            largest_file: settings.max_object_bytes,
+        };
+        // With a disk tier the memory tier may shrink to half its size as the disk
+        // index grows (see `tiered.rs`): its shards are sized for the largest object
+        // to fit that half.
+        let shrinks = if settings.disk.is_some() { 2 } else { 1 };
         Cache {
             storage: Box::new(MemoryStorage::new(
                 settings.memory_bytes,
-                largest_memory_object(&settings),
+                largest_memory_object(&settings).saturating_mul(shrinks),
             )),
-            disk: settings.disk.as_ref().map(DiskTier::open),
+            disk: settings.disk.as_ref().map(|d| DiskTier::open(d, limits)),
+            index_charge: AtomicU64::new(0),
             invalidations: Invalidations::new(RETAIN_FOR, RETAIN_AT_MOST),
             module_variants: Mutex::default(),
             listener: OnceLock::new(),
@@ -261,6 +273,7 @@ impl Cache {
         if let Some(disk) = &self.disk {
             let base = (!object.vary.is_empty()).then(|| key.clone());
             disk.write(storage_key(key, request, &object), base, object);
+            self.balance_memory();
         }
         true
     }

@@ -1,5 +1,5 @@
 //! Storage tiers behind one small trait, so the engine never depends on the crate that
-//! implements a tier (moka for memory today; the disk tier comes later).
+//! implements a tier.
 
 use std::sync::{Arc, Mutex};
 
@@ -66,6 +66,9 @@ pub trait Storage: Send + Sync + 'static {
     /// it (none for a variant list). For purges by prefix or tag, which are rare: it may
     /// walk the whole tier.
     fn for_each(&self, visit: &mut dyn FnMut(&CacheKey, &[String]));
+    /// Changes the bytes it may hold, evicting what no longer fits. Tiers of a fixed
+    /// size ignore it.
+    fn set_capacity(&self, _bytes: u64) {}
 }
 
 /// The memory tier: a concurrent map bounded by total weight (quick_cache: sharded
@@ -129,7 +132,7 @@ impl MemoryStorage {
 /// Each shard is a capacity of its own and refuses an item larger than its hot share
 /// (half of it), so the largest item must fit a shard's hot share twice over; more
 /// shards, up to four per core, only spread contention between worker threads.
-fn shard_count(capacity: u64, largest_item: u64) -> usize {
+pub(crate) fn shard_count(capacity: u64, largest_item: u64) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let fit = capacity / largest_item.max(1).saturating_mul(4);
     let most = (4 * cores as u64).min(fit).max(1);
@@ -156,6 +159,10 @@ impl Storage for MemoryStorage {
 
     fn item_count(&self) -> u64 {
         self.map.len() as u64
+    }
+
+    fn set_capacity(&self, bytes: u64) {
+        self.map.set_capacity(bytes);
     }
 
     fn for_each(&self, visit: &mut dyn FnMut(&CacheKey, &[String])) {

@@ -1,6 +1,7 @@
 //! The cache facade's disk-tier calls: lookups after a memory miss, objects for the
 //! content manager, counters, and flushing at shutdown.
 
+use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use http::request;
@@ -10,6 +11,9 @@ use crate::disk::{DiskStats, DiskTier};
 use crate::key::CacheKey;
 use crate::policy::Freshness;
 use crate::spill::Spill;
+
+/// The most the disk index's memory may drift from what the memory tier gave up for it.
+const BALANCE_STEP: u64 = 1 << 20;
 
 impl Cache {
     /// Whether there is a disk tier to look in after a memory miss.
@@ -42,6 +46,7 @@ impl Cache {
             .is_some_and(|b| b.len() as u64 <= limit)
         {
             self.insert_memory(key, request, object.clone());
+            self.balance_memory();
         }
         match object.freshness(request, now) {
             Freshness::Fresh => Lookup::Fresh(object),
@@ -56,6 +61,28 @@ impl Cache {
         self.disk.as_ref().and_then(DiskTier::spill)
     }
 
+    /// Gives the memory tier's room to the disk tier's index as it grows, and back as
+    /// it shrinks, so that the two stay within `[cache] memory` together. In steps, so
+    /// that a store pays one atomic load when nothing changes.
+    pub(crate) fn balance_memory(&self) {
+        let Some(disk) = &self.disk else {
+            return;
+        };
+        let now = disk.index_memory();
+        let taken = self.index_charge.load(Ordering::Relaxed);
+        let memory = self.settings().memory_bytes;
+        if now.abs_diff(taken) < (memory / 64).min(BALANCE_STEP) {
+            return;
+        }
+        if self
+            .index_charge
+            .compare_exchange(taken, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.storage.set_capacity(memory.saturating_sub(now).max(1));
+        }
+    }
+
     /// The disk tier's counters, when there is one.
     pub fn disk_stats(&self) -> Option<DiskStats> {
         self.disk.as_ref().map(DiskTier::stats)
@@ -66,6 +93,7 @@ impl Cache {
     pub fn flush(&self) {
         if let Some(disk) = &self.disk {
             disk.flush();
+            self.balance_memory();
         }
     }
 }

@@ -128,6 +128,8 @@ async fn a_restart_keeps_the_cache_and_large_bodies_stream_from_disk() {
     );
     assert!(disk_hits.is_some_and(|n| n >= 2.0), "{disk_hits:?}");
     assert!(metric_value(&second, "weir_cache_disk_entries") >= 2.0);
+    // The index's memory is counted, and charged to the memory tier.
+    assert!(metric_value(&second, "weir_cache_disk_index_bytes") >= 2.0 * 192.0);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -9,6 +9,7 @@
 
 mod fill;
 mod format;
+mod index;
 mod layout;
 mod scan;
 mod shared;
@@ -30,8 +31,9 @@ use crate::invalidation::Invalidation;
 use crate::key::CacheKey;
 use crate::lock::lock;
 use crate::object::CachedObject;
+use index::{Entry, EntryMeta, Index};
 use layout::object_path;
-use shared::{Counters, Entry, EntryMeta, Missed, Pending, Shared};
+use shared::{Counters, Missed, Pending, Shared};
 
 pub(crate) use format::Damage;
 
@@ -51,6 +53,8 @@ pub struct DiskStats {
     pub bytes: u64,
     /// Entries indexed (objects and variant lists).
     pub entries: u64,
+    /// Memory the index takes, charged to the memory tier's size.
+    pub index_memory: u64,
     /// Entries written.
     pub writes: u64,
     /// Writes that failed (disk full, directory unwritable).
@@ -62,6 +66,15 @@ pub struct DiskStats {
     /// Whether the index is still being rebuilt from the files (at startup): until it
     /// is, the tier finds and stores nothing.
     pub loading: bool,
+}
+
+/// What the rest of the cache sets for the disk tier's index.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DiskLimits {
+    /// `[cache] memory`: the index takes at most a share of it.
+    pub(crate) memory: u64,
+    /// The largest object stored.
+    pub(crate) largest_file: u64,
 }
 
 /// The disk tier.
@@ -76,32 +89,24 @@ impl DiskTier {
     /// runs. Entries that an invalidation made meanwhile applies to are not brought
     /// back ([`DiskTier::note`]). A directory that cannot be used is logged; writes
     /// are retried later.
-    pub(crate) fn open(settings: &DiskSettings) -> DiskTier {
-        Self::open_with(settings, Arc::new(std::sync::Barrier::new(1)))
+    pub(crate) fn open(settings: &DiskSettings, limits: DiskLimits) -> DiskTier {
+        Self::open_with(settings, limits, Arc::new(std::sync::Barrier::new(1)))
     }
 
     /// [`DiskTier::open`], the rebuild linking nothing before `start` is passed (tests
     /// hold it to make invalidations during a rebuild).
-    fn open_with(settings: &DiskSettings, start: Arc<std::sync::Barrier>) -> DiskTier {
+    fn open_with(
+        settings: &DiskSettings,
+        limits: DiskLimits,
+        start: Arc<std::sync::Barrier>,
+    ) -> DiskTier {
         let dir = settings.path.clone();
-        let evict_dir = dir.clone();
-        let index = moka::sync::Cache::builder()
-            .max_capacity(settings.size_bytes)
-            .weigher(|k: &CacheKey, e: &Entry| {
-                let size = match e {
-                    Entry::Object(m) => m.file_len,
-                    Entry::Variants(v) => 64 * v.vary.len() as u64,
-                };
-                (size + k.len() as u64).min(u32::MAX as u64) as u32
-            })
-            // Every way out of the index (eviction, replacement, invalidation) removes
-            // the file: replacements are written to a new file, never over the old one.
-            .eviction_listener(move |_k, e: Entry, _cause| {
-                if let Entry::Object(m) = e {
-                    let _ = std::fs::remove_file(object_path(&evict_dir, m.id));
-                }
-            })
-            .build();
+        let index = Index::new(
+            dir.clone(),
+            settings.size_bytes,
+            limits.largest_file,
+            limits.memory / index::MEMORY_SHARE_DIVISOR,
+        );
         let shared = Arc::new_cyclic(|me: &Weak<Shared>| {
             let me = me.clone();
             Shared {
@@ -274,12 +279,12 @@ impl DiskTier {
         match self.shared.index.get(key) {
             Some(Entry::Variants(set)) => {
                 for k in std::mem::take(&mut *lock(&set.keys)) {
-                    removed += usize::from(self.shared.index.remove(&k).is_some());
+                    removed += usize::from(self.shared.index.remove(&k));
                 }
-                self.shared.index.invalidate(key);
+                self.shared.index.remove(key);
             }
             Some(Entry::Object(_)) => {
-                self.shared.index.invalidate(key);
+                self.shared.index.remove(key);
                 removed += 1;
             }
             None => {}
@@ -306,11 +311,11 @@ impl DiskTier {
                 Entry::Variants(_) => &[],
             };
             if pred(&key, tags) {
-                doomed.push(((*key).clone(), matches!(entry, Entry::Object(_))));
+                doomed.push((key, matches!(entry, Entry::Object(_))));
             }
         }
         for (key, _) in &doomed {
-            self.shared.index.invalidate(key);
+            self.shared.index.remove(key);
         }
         doomed.iter().filter(|(_, object)| *object).count()
     }
@@ -340,12 +345,17 @@ impl DiskTier {
         self.writer.flush();
     }
 
+    /// Memory the index takes now.
+    pub(crate) fn index_memory(&self) -> u64 {
+        self.shared.index.memory()
+    }
+
     pub(crate) fn stats(&self) -> DiskStats {
         let s = &self.shared;
-        s.index.run_pending_tasks();
         DiskStats {
-            bytes: s.index.weighted_size(),
-            entries: s.index.entry_count(),
+            bytes: s.index.file_bytes(),
+            entries: s.index.len(),
+            index_memory: s.index.memory(),
             writes: s.counters.writes.load(Ordering::Relaxed),
             write_errors: s.counters.write_errors.load(Ordering::Relaxed),
             writes_dropped: s.counters.writes_dropped.load(Ordering::Relaxed),
@@ -404,5 +414,7 @@ fn read_entry(
     )
 }
 
+#[cfg(test)]
+mod index_tests;
 #[cfg(test)]
 mod tests;

@@ -5,8 +5,9 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::format::{self, Damage};
+use super::index::EntryMeta;
 use super::layout::{object_path, temp_dir};
-use super::shared::{EntryMeta, Shared};
+use super::shared::Shared;
 use crate::key::CacheKey;
 use crate::lock::lock;
 
@@ -80,7 +81,6 @@ pub(super) fn rebuild(shared: &Shared, start: &std::sync::Barrier) {
         }
     }
     end_loading(shared);
-    shared.index.run_pending_tasks();
     shared
         .counters
         .damaged
@@ -88,7 +88,7 @@ pub(super) fn rebuild(shared: &Shared, start: &std::sync::Barrier) {
     tracing::info!(
         dir = %dir.display(),
         entries = count,
-        bytes = shared.index.weighted_size(),
+        bytes = shared.index.file_bytes(),
         damaged,
         outdated,
         invalidated,

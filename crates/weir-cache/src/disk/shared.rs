@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use http::HeaderName;
 
+use super::index::{Entry, EntryMeta, Index};
 use super::layout::object_path;
 use crate::damage::DropDamaged;
 use crate::invalidation::Invalidation;
@@ -19,18 +20,6 @@ use crate::key::CacheKey;
 use crate::lock::lock;
 use crate::object::CachedObject;
 use crate::storage::VariantSet;
-
-#[derive(Clone)]
-pub(super) enum Entry {
-    Object(Arc<EntryMeta>),
-    Variants(Arc<VariantSet>),
-}
-
-pub(crate) struct EntryMeta {
-    pub(super) id: u64,
-    pub(super) file_len: u64,
-    pub(super) tags: Vec<String>,
-}
 
 pub(super) struct Pending {
     pub(super) id: u64,
@@ -47,7 +36,7 @@ pub(super) struct Counters {
 
 pub(crate) struct Shared {
     pub(super) dir: PathBuf,
-    pub(super) index: moka::sync::Cache<CacheKey, Entry>,
+    pub(super) index: Index,
     /// Writes queued or in progress, by key: the id and object of the newest. Lookups
     /// find objects here until their file is complete. An invalidation removes the
     /// key, and a write whose id is no longer here is thrown away rather than made
@@ -105,12 +94,9 @@ impl Shared {
     pub(super) fn drop_damaged(&self, key: &CacheKey, id: u64, reason: &str) {
         self.counters.damaged.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(key = %key, file = %object_path(&self.dir, id).display(), "disk cache: damaged entry dropped: {reason}");
-        match self.index.get(key) {
-            Some(Entry::Object(m)) if m.id == id => self.index.invalidate(key),
-            // Not indexed (found at startup) or already replaced: only the file goes.
-            _ => {
-                let _ = std::fs::remove_file(object_path(&self.dir, id));
-            }
+        // Not indexed (found at startup) or already replaced: only the file goes.
+        if !self.index.remove_file(key, id) {
+            let _ = std::fs::remove_file(object_path(&self.dir, id));
         }
     }
 
@@ -130,7 +116,7 @@ impl Shared {
         let Some(base) = base else {
             if let Some(Entry::Variants(old)) = self.index.get(&key) {
                 for k in std::mem::take(&mut *lock(&old.keys)) {
-                    self.index.invalidate(&k);
+                    self.index.remove(&k);
                 }
             }
             self.index.insert(key, meta);
@@ -141,7 +127,7 @@ impl Shared {
             existing => {
                 if let Some(Entry::Variants(old)) = existing {
                     for k in std::mem::take(&mut *lock(&old.keys)) {
-                        self.index.invalidate(&k);
+                        self.index.remove(&k);
                     }
                 }
                 let set = Arc::new(VariantSet::new(vary));

@@ -11,7 +11,7 @@ use crate::{
     Body, Cache, CacheKey, CacheSettings, CachedObject, DiskSettings, Lookup, StoragePolicy,
 };
 
-fn temp_dir() -> PathBuf {
+pub(super) fn temp_dir() -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
         "weir-disk-unit-{}-{}",
@@ -41,7 +41,7 @@ fn loading_cache(dir: &std::path::Path, memory_object: u64) -> Cache {
     })
 }
 
-fn request(headers: &[(&str, &str)]) -> request::Parts {
+pub(super) fn request(headers: &[(&str, &str)]) -> request::Parts {
     let mut b = http::Request::get("http://h/x");
     for (k, v) in headers {
         b = b.header(*k, *v);
@@ -49,7 +49,7 @@ fn request(headers: &[(&str, &str)]) -> request::Parts {
     b.body(()).unwrap().into_parts().0
 }
 
-fn object(req: &request::Parts, body: &[u8], extra: &[(&str, &str)]) -> CachedObject {
+pub(super) fn object(req: &request::Parts, body: &[u8], extra: &[(&str, &str)]) -> CachedObject {
     let mut headers = HeaderMap::new();
     headers.insert("cache-control", "max-age=600".parse().unwrap());
     headers.insert("content-type", "text/plain".parse().unwrap());
@@ -71,7 +71,7 @@ fn object(req: &request::Parts, body: &[u8], extra: &[(&str, &str)]) -> CachedOb
     )
 }
 
-fn key(path: &str) -> CacheKey {
+pub(super) fn key(path: &str) -> CacheKey {
     CacheKey::for_url("http", "h", path)
 }
 
@@ -166,7 +166,7 @@ async fn variants_survive_a_restart() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn entry_files(dir: &std::path::Path) -> Vec<PathBuf> {
+pub(super) fn entry_files(dir: &std::path::Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for sub in std::fs::read_dir(dir).unwrap().flatten() {
         if sub.file_name() == "tmp" || !sub.path().is_dir() {
@@ -450,7 +450,11 @@ async fn the_rebuild_runs_behind_and_does_not_undo_a_purge() {
     };
     // The rebuild has read the files and waits to link them.
     let start = std::sync::Arc::new(std::sync::Barrier::new(2));
-    let tier = super::DiskTier::open_with(&settings, start.clone());
+    let limits = super::DiskLimits {
+        memory: 64 << 20,
+        largest_file: 1 << 20,
+    };
+    let tier = super::DiskTier::open_with(&settings, limits, start.clone());
     assert!(tier.stats().loading);
     assert!(tier.find(&key("/kept"), &HeaderMap::new()).is_none());
     let object = std::sync::Arc::new(object(&req, b"new", &[]));

@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use super::format::{self, Meta};
+use super::index::EntryMeta;
 use super::layout::{object_path, temp_dir};
-use super::shared::{EntryMeta, Shared};
+use super::shared::Shared;
 use crate::body::Body;
 use crate::key::CacheKey;
 use crate::object::CachedObject;

@@ -297,6 +297,13 @@ impl Fetch {
                         if !keeper.after_push(&self.flight, data).await {
                             storing = false;
                             self.stop_sharing();
+                        } else if declared == Some(keeper.received()) {
+                            // Stored now, not at the end of the stream: a client that
+                            // has read the last byte may leave first, and a flight
+                            // whose clients all left stops before its end.
+                            let body = keeper.finish(&self.flight, None).await;
+                            self.store(&mut head, body);
+                            storing = false;
                         }
                     }
                 }

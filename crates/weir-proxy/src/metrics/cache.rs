@@ -91,6 +91,11 @@ pub(super) fn register(r: &mut Registry) -> Arc<Mutex<Option<CacheSource>>> {
         figure(|f| f.disk.entries, false),
     );
     r.register(
+        "cache_disk_index_bytes",
+        "Memory taken by the disk tier's index, charged to [cache] memory (the memory tier holds that much less)",
+        figure(|f| f.disk.index_memory, false),
+    );
+    r.register(
         "cache_disk_loading",
         "1 while the disk tier's index is rebuilt from its files at startup (it finds and stores nothing meanwhile)",
         figure(|f| u64::from(f.disk.loading), false),
