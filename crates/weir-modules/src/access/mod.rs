@@ -20,7 +20,6 @@ mod settings;
 #[cfg(test)]
 mod tests;
 
-use std::cell::OnceCell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +30,7 @@ use weir_api::{
 };
 
 use auth::{Authenticator, Checked};
-use rules::{Action, LocalTime, RequestView, Rule, Verdict};
+use rules::{Action, LocalTime, RequestView, RuleSet, Verdict};
 
 /// How often the htpasswd file is looked at for changes.
 const HTPASSWD_CHECK: Duration = Duration::from_secs(1);
@@ -79,7 +78,7 @@ impl ModuleFactory for AccessFactory {
 
 /// The access module: rules, and authentication when it has an htpasswd file.
 pub struct Access {
-    rules: Vec<Rule>,
+    rules: RuleSet,
     auth: Option<Arc<Authenticator>>,
     replies: reply::Replies,
     denied: Counter,
@@ -274,8 +273,6 @@ fn view_of<'a>(
         port,
         uri: &request.uri,
         clock,
-        now: OnceCell::new(),
-        url_ready: std::cell::Cell::new(false),
     }
 }
 
