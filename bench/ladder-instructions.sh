@@ -26,6 +26,8 @@
 #   N1=200 N2=1200 SIZES=1k bench/ladder-instructions.sh
 #   RUNGS="a b f g" SIZES=8k bench/ladder-instructions.sh   # the adaptation modules
 #   RUNGS="a b h" bench/ladder-instructions.sh              # access rules and authentication
+# PROFILES=DIR keeps callgrind's output of each run there (callgrind.RUNG.SIZE.N),
+# to read with callgrind_annotate.
 # BIN=path/to/weir counts another build of the normal binary (with BUILD=0), for
 # example one kept from before a change.
 # Needs valgrind and python3 (installed with apt-get when missing; rung h also
@@ -229,6 +231,7 @@ instructions() {
     [ "$rung" = h ] && headers=("$ACCESS_CREDENTIALS")
     python3 "$TMP/client.py" "$port" "/$size" "$n" "${headers[@]}" || die "client failed against rung $rung"
     kill -TERM "$pid"; wait "$pid" || true
+    [ -n "${PROFILES:-}" ] && mkdir -p "$PROFILES" && cp "$out" "$PROFILES/"
     grep -m1 '^summary:\|^totals:' "$out" | awk '{print $2}'
 }
 

@@ -17,6 +17,7 @@ mod htpasswd;
 mod reply;
 mod rules;
 mod settings;
+mod sieve;
 #[cfg(test)]
 mod tests;
 

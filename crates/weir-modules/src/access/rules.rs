@@ -4,19 +4,25 @@
 //!
 //! The walk is made cheap for the hit path, with the same outcome as checking every
 //! condition of every rule in order: a rule's conditions are checked cheapest first
-//! (its user from a per-user bit set, then methods, schemes, ports, networks, domains,
-//! the clock, and the patterns last); the host and URL patterns of all rules are
-//! tried together once per request (one `RegexSet` each), so a request that none of
-//! them matches — the usual case — pays one search per field, not one per rule; and
-//! the local time is worked out once a minute per thread.
+//! (its user from a per-user bit set, then methods and schemes as bit masks, ports,
+//! networks as masked numbers, domains, the clock, and the patterns last); the host
+//! and URL patterns of all rules are tried together once per request (one `RegexSet`
+//! each), so a request that none of them matches — the usual case — pays one search
+//! per field, not one per rule, and the host's outcome is remembered per thread for
+//! the next request to the same host; and the local time is worked out once a minute
+//! per thread.
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::ops::RangeInclusive;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use ipnet::IpNet;
 use regex::{Regex, RegexSet, RegexSetBuilder};
+
+use super::sieve::{self, MethodTest, Sieve};
 use weir_api::http::{Method, Uri};
 
 /// What a rule does to the requests it matches.
@@ -152,6 +158,10 @@ pub(crate) struct Rule {
 #[derive(Debug)]
 pub(crate) struct RuleSet {
     rules: Vec<Rule>,
+    /// Each rule's cheap conditions, as masks.
+    sieves: Vec<Sieve>,
+    /// Unique per set: names it in the thread's memo of host patterns.
+    id: u64,
     /// Every rule's host pattern (case-insensitive), when any has one.
     host_patterns: Option<RegexSet>,
     /// Every rule's URL pattern, when any has one.
@@ -201,7 +211,13 @@ impl RuleSet {
                 }
             }
         }
+        static IDS: AtomicU64 = AtomicU64::new(1);
         RuleSet {
+            sieves: rules
+                .iter()
+                .map(|r| Sieve::new(&r.methods, &r.schemes, &r.clients))
+                .collect(),
+            id: IDS.fetch_add(1, Ordering::Relaxed),
             rules,
             host_patterns,
             url_patterns,
@@ -227,6 +243,9 @@ pub(crate) struct RequestView<'a> {
 /// What the walk over one request worked out once, when first needed.
 struct Found<'a, 'r> {
     view: &'a RequestView<'r>,
+    method: u16,
+    scheme: u8,
+    client: (bool, u128),
     now: OnceCell<LocalTime>,
     /// Whether any host pattern matches the host (`true` without a set).
     host_any: OnceCell<bool>,
@@ -259,31 +278,47 @@ thread_local! {
     /// The URL a URL pattern matches, formatted here so matching allocates nothing
     /// once the thread's buffer has grown.
     static URL: RefCell<String> = const { RefCell::new(String::new()) };
+    /// The last host this thread tried a set's host patterns on: (the set's id, the
+    /// host, whether any matched). Requests to one host follow one another, and a
+    /// short comparison is cheaper than the search.
+    static HOST_TRIED: RefCell<(u64, String, bool)> = const { RefCell::new((0, String::new(), false)) };
+}
+
+/// Whether any of the set's host patterns matches `host` (`true` without a set).
+fn any_host_pattern(set: &RuleSet, host: &str) -> bool {
+    let Some(patterns) = &set.host_patterns else {
+        return true;
+    };
+    HOST_TRIED.with_borrow_mut(|(id, tried, matched)| {
+        if *id != set.id || tried != host {
+            *matched = patterns.is_match(host);
+            *id = set.id;
+            tried.clear();
+            tried.push_str(host);
+        }
+        *matched
+    })
 }
 
 impl Rule {
     /// Whether the rule holds for the request, its user condition aside. Cheapest
     /// conditions first; the patterns last, and only when the request's host or URL
     /// matches some rule's pattern.
-    fn matches_request(&self, set: &RuleSet, f: &Found<'_, '_>) -> bool {
+    #[inline(always)]
+    fn matches_request(&self, sieve: &Sieve, set: &RuleSet, f: &Found<'_, '_>) -> bool {
         let r = f.view;
-        (self.methods.is_empty() || self.methods.contains(r.method))
-            && (self.schemes.is_empty()
-                || self
-                    .schemes
-                    .iter()
-                    .any(|s| s.eq_ignore_ascii_case(r.scheme)))
+        (match sieve.method(f.method) {
+            MethodTest::Yes => true,
+            MethodTest::No => false,
+            MethodTest::AskList => self.methods.contains(r.method),
+        }) && sieve.scheme(f.scheme)
             && (self.ports.is_empty() || self.ports.iter().any(|p| p.contains(&r.port)))
-            && (self.clients.is_empty() || self.clients.iter().any(|n| n.contains(&r.client)))
+            && sieve.client(f.client)
             && (self.domains.is_empty() || self.domains.iter().any(|d| d.matches(r.host)))
             && (self.days == 0 || self.days & (1 << f.now().weekday) != 0)
             && (self.times.is_empty() || self.times.iter().any(|t| t.contains(f.now().minute)))
             && self.host_regex.as_ref().is_none_or(|re| {
-                *f.host_any.get_or_init(|| {
-                    set.host_patterns
-                        .as_ref()
-                        .is_none_or(|s| s.is_match(r.host))
-                }) && re.is_match(r.host)
+                *f.host_any.get_or_init(|| any_host_pattern(set, r.host)) && re.is_match(r.host)
             })
             && self.url_regex.as_ref().is_none_or(|re| {
                 url_matches(f, |url| {
@@ -367,6 +402,9 @@ pub(crate) fn decide(
 ) -> Verdict {
     let found = Found {
         view: request,
+        method: sieve::method_bit(request.method),
+        scheme: sieve::scheme_bit(request.scheme),
+        client: sieve::address(request.client),
         now: OnceCell::new(),
         host_any: OnceCell::new(),
         url_any: OnceCell::new(),
@@ -378,7 +416,7 @@ pub(crate) fn decide(
         Some(user) if !set.users.is_empty() => set.users.get(user).map(|b| &b[..]),
         _ => None,
     };
-    for (i, rule) in set.rules.iter().enumerate() {
+    for (i, (rule, sieve)) in set.rules.iter().zip(&set.sieves).enumerate() {
         // A rule that needs a user the request cannot give is skipped whatever else
         // it says: tried first, since it costs least.
         match (&rule.users, user) {
@@ -391,13 +429,13 @@ pub(crate) fn decide(
             (_, None) if !can_ask => continue,
             (_, None) => {
                 // A challenge, if the rest of the rule holds.
-                if rule.matches_request(set, &found) {
+                if rule.matches_request(sieve, set, &found) {
                     return Verdict::Challenge;
                 }
                 continue;
             }
         }
-        if !rule.matches_request(set, &found) {
+        if !rule.matches_request(sieve, set, &found) {
             continue;
         }
         return match rule.action {

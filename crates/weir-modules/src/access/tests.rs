@@ -362,3 +362,23 @@ fn the_local_time_kept_for_a_minute_is_the_clock_s() {
     }
     panic!("the minute kept turning");
 }
+
+#[test]
+fn the_host_remembered_is_the_host_of_this_rule_set_only() {
+    let ads =
+        rules("[[rule]]\naction = \"deny\"\nhost_regex = '^ads\\.'\n[[rule]]\naction = \"allow\"");
+    let www =
+        rules("[[rule]]\naction = \"deny\"\nhost_regex = '^www\\.'\n[[rule]]\naction = \"allow\"");
+    for _ in 0..2 {
+        for (set, url, verdict) in [
+            (&ads, "http://ads.test/", Verdict::Deny(Some(0))),
+            (&www, "http://ads.test/", Verdict::Allow(Some(1))),
+            (&www, "http://www.test/", Verdict::Deny(Some(0))),
+            (&ads, "http://www.test/", Verdict::Allow(Some(1))),
+            (&ads, "http://ads.test/", Verdict::Deny(Some(0))),
+            (&ads, "http://ads.test/", Verdict::Deny(Some(0))),
+        ] {
+            assert_eq!(judge(set, url, None, &MONDAY_NOON), verdict, "{url}");
+        }
+    }
+}
