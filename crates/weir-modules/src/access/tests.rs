@@ -193,6 +193,40 @@ fn host_and_port_of_a_host_header() {
     assert_eq!(split_host_port("a.test"), ("a.test", None));
     assert_eq!(split_host_port("[::1]:81"), ("[::1]", Some(81)));
     assert_eq!(split_host_port("[::1]"), ("[::1]", None));
+    // The one-pass split says what the first version (searches with `str`) said.
+    fn by_searches(value: &str) -> (&str, Option<u16>) {
+        let value = value.trim();
+        let port_at = match value.rfind(':') {
+            Some(i) if !value[i..].contains(']') => i,
+            _ => return (value, None),
+        };
+        if value.starts_with('[') || !value[..port_at].contains(':') {
+            if let Ok(port) = value[port_at + 1..].parse() {
+                return (&value[..port_at], Some(port));
+            }
+        }
+        (value, None)
+    }
+    for value in [
+        "",
+        ":",
+        ":80",
+        "a:",
+        "a:+80",
+        "a:99999",
+        " a.test:81 ",
+        "::1",
+        "[::1]:",
+        "[::1]:x",
+        "a]:80",
+        "a:]80",
+        "[a:b]:1:2",
+        "1.2.3.4:0",
+        "[fe80::1%eth0]:8080",
+        "é.test:80",
+    ] {
+        assert_eq!(split_host_port(value), by_searches(value), "{value:?}");
+    }
 }
 
 #[test]
