@@ -26,6 +26,10 @@
 #   N1=200 N2=1200 SIZES=1k bench/ladder-instructions.sh
 #   RUNGS="a b f g" SIZES=8k bench/ladder-instructions.sh   # the adaptation modules
 #   RUNGS="a b h" bench/ladder-instructions.sh              # access rules and authentication
+# PROFILES=DIR keeps callgrind's output of each run there (callgrind.RUNG.SIZE.N),
+# to read with callgrind_annotate.
+# BIN=path/to/weir counts another build of the normal binary (with BUILD=0), for
+# example one kept from before a change.
 # Needs valgrind and python3 (installed with apt-get when missing; rung h also
 # htpasswd from apache2-utils, to hash its user's password); builds both
 # binaries unless BUILD=0.
@@ -40,7 +44,7 @@ RUNGS="${RUNGS:-a b c d e}"
 N2="${N2:-2500}"
 SIZES="${SIZES:-1k 16k}"
 BUILD="${BUILD:-1}"
-BIN="$ROOT/target/release/weir"
+BIN="${BIN:-$ROOT/target/release/weir}"
 BASE_BIN="$ROOT/target/ladder-base/release/weir"
 
 command -v valgrind >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind; }
@@ -227,6 +231,7 @@ instructions() {
     [ "$rung" = h ] && headers=("$ACCESS_CREDENTIALS")
     python3 "$TMP/client.py" "$port" "/$size" "$n" "${headers[@]}" || die "client failed against rung $rung"
     kill -TERM "$pid"; wait "$pid" || true
+    [ -n "${PROFILES:-}" ] && mkdir -p "$PROFILES" && cp "$out" "$PROFILES/"
     grep -m1 '^summary:\|^totals:' "$out" | awk '{print $2}'
 }
 

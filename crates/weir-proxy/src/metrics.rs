@@ -19,12 +19,14 @@ mod encode;
 mod figures;
 mod labels;
 mod listener;
+mod module_events;
 mod process;
 mod purge;
 mod reports;
 
 pub use cache::CacheFigures;
 pub use labels::{Alpn, CacheOutcome, ErrorKind, Refusal};
+pub(crate) use module_events::{ModuleEvents, ModuleFigures};
 pub use process::ProcessFigures;
 
 use cache::CacheSource;
@@ -72,6 +74,8 @@ pub struct Metrics {
     module_counters: Mutex<Vec<(String, String, weir_api::Counter)>>,
     /// What administration modules published.
     reports: reports::Reports,
+    /// Calls of each module at each event, and their time.
+    module_events: module_events::ModuleEventTable,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -154,6 +158,7 @@ impl Metrics {
         Metrics {
             module_counters: Mutex::new(Vec::new()),
             reports: Default::default(),
+            module_events: Default::default(),
             module_failures,
             module_body_refused,
             registry: r,
@@ -277,6 +282,7 @@ impl Metrics {
         // Writing into a String cannot fail, and our own metrics never return errors.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         let mut more = self.encode_module_counters();
+        self.module_events.encode(&mut more);
         self.reports.encode(&mut more);
         process::encode(&mut more);
         if !more.is_empty() {
@@ -289,6 +295,16 @@ impl Metrics {
 }
 
 impl Metrics {
+    /// Where the engine counts the calls of the module named `name`.
+    pub(crate) fn module_events(&self, name: &str) -> std::sync::Arc<ModuleEvents> {
+        self.module_events.of(name)
+    }
+
+    /// Every module's calls and time, by event: (module, [(event, calls, seconds)]).
+    pub(crate) fn module_event_figures(&self) -> Vec<ModuleFigures> {
+        self.module_events.read()
+    }
+
     /// The JSON an administration module published as `name`.
     pub(crate) fn module_report(&self, name: &str) -> Option<String> {
         self.reports.json(name)

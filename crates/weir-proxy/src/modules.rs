@@ -17,7 +17,7 @@ use futures_util::FutureExt;
 use weir_api::{engine, Decision, Event, Flow, Module, Reply, Txn};
 
 use crate::config::{Config, ConfigError, ListenConfig};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ModuleEvents};
 
 /// The modules a configuration loads, built once and shared by the listeners' chains.
 pub(crate) struct LoadedModules {
@@ -60,24 +60,29 @@ impl LoadedModules {
     /// The chains of one listener: its own (the modules it names, in `[[module]]`
     /// order, or every loaded module when it names none) and one per route that
     /// names modules of its own.
-    pub fn chains_for(&self, listener: &ListenConfig) -> Arc<ListenerChains> {
+    /// The modules' calls are counted in `metrics`.
+    pub fn chains_for(&self, listener: &ListenConfig, metrics: &Metrics) -> Arc<ListenerChains> {
         let routes = listener
             .route
             .iter()
-            .map(|r| r.modules.as_deref().map(|names| self.chain_of(Some(names))))
+            .map(|r| {
+                r.modules
+                    .as_deref()
+                    .map(|names| self.chain_of(Some(names), metrics))
+            })
             .collect();
         Arc::new(ListenerChains {
-            listener: self.chain_of(listener.modules.as_deref()),
+            listener: self.chain_of(listener.modules.as_deref(), metrics),
             routes,
         })
     }
 
-    fn chain_of(&self, names: Option<&[String]>) -> Arc<ModuleChain> {
+    fn chain_of(&self, names: Option<&[String]>, metrics: &Metrics) -> Arc<ModuleChain> {
         let chosen = self
             .modules
             .iter()
             .filter(|(name, ..)| names.is_none_or(|names| names.contains(name)))
-            .map(|(_, m, optional)| (m.clone(), *optional))
+            .map(|(name, m, optional)| (m.clone(), *optional, metrics.module_events(name)))
             .collect();
         let mut chain = ModuleChain::new(chosen);
         chain.wait_limit = self.wait_limit;
@@ -131,6 +136,8 @@ pub(crate) fn load(
 struct Loaded {
     module: Arc<dyn Module>,
     optional: bool,
+    /// Where its calls are counted.
+    events: Arc<ModuleEvents>,
 }
 
 /// The modules of one configuration, in the operator's order.
@@ -262,17 +269,21 @@ macro_rules! run_event {
 pub(crate) use run_event;
 
 impl ModuleChain {
-    /// A chain of `modules` (module, optional), in order.
-    pub fn new(modules: Vec<(Arc<dyn Module>, bool)>) -> ModuleChain {
+    /// A chain of `modules` (module, optional, where its calls are counted), in order.
+    pub fn new(modules: Vec<(Arc<dyn Module>, bool, Arc<ModuleEvents>)>) -> ModuleChain {
         let mut chain = ModuleChain::default();
-        for (i, (module, optional)) in modules.into_iter().enumerate() {
+        for (i, (module, optional, events)) in modules.into_iter().enumerate() {
             let wanted = module.events();
             for event in Event::ALL {
                 if wanted.contains(event) {
                     chain.by_event[event as usize].push(i as u16);
                 }
             }
-            chain.modules.push(Loaded { module, optional });
+            chain.modules.push(Loaded {
+                module,
+                optional,
+                events,
+            });
         }
         chain
     }
@@ -319,7 +330,9 @@ impl ModuleChain {
     ) -> Step<'a> {
         let i = i as usize;
         engine::set_current(txn, i);
-        let module = &*self.modules[i].module;
+        let loaded = &self.modules[i];
+        let module = &*loaded.module;
+        let timing = loaded.events.start(event);
         // The flow becomes a `Step` inside the guard: the guard copies its result
         // through memory, and a `Step` is far smaller than a `Flow`.
         let step = guarded(|| match call(module, txn, target) {
@@ -327,6 +340,7 @@ impl ModuleChain {
             Flow::Respond(reply) => Step::Done(Hook::Respond(Box::new(reply))),
             Flow::Wait(pending) => Step::Wait(AssertUnwindSafe(pending).catch_unwind()),
         });
+        loaded.events.end(event, timing);
         match step {
             Ok(step) => step,
             Err(panic) => self
@@ -422,9 +436,10 @@ impl ModuleChain {
             let loaded = &self.modules[i as usize];
             engine::set_current(txn, i as usize);
             let txn: &Txn = txn;
-            if let Err(panic) =
-                std::panic::catch_unwind(AssertUnwindSafe(|| loaded.module.on_log(txn)))
-            {
+            let timing = loaded.events.start(Event::Log);
+            let logged = std::panic::catch_unwind(AssertUnwindSafe(|| loaded.module.on_log(txn)));
+            loaded.events.end(Event::Log, timing);
+            if let Err(panic) = logged {
                 let name = loaded.module.name();
                 metrics.module_failed(name);
                 tracing::error!(module = %name, event = "log", "module panicked: {}", panic_text(&panic));

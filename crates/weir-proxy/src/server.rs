@@ -224,7 +224,7 @@ impl Server {
                 proxy_protocol = l.proxy_protocol,
                 "listening"
             );
-            let engine = engine_for(loaded.chains_for(l));
+            let engine = engine_for(loaded.chains_for(l, &metrics));
             engines.push((l.addr, engine.clone()));
             accept_tasks.push(tokio::spawn(accept_loop(
                 listener,
@@ -306,7 +306,7 @@ impl Server {
         let mut swapped = 0;
         for (addr, engine) in &self.engines {
             if let Some(l) = config.listen.iter().find(|l| l.addr == *addr) {
-                engine.modules.store(loaded.chains_for(l));
+                engine.modules.store(loaded.chains_for(l, &self.metrics));
                 swapped += 1;
             }
         }

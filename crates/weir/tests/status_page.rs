@@ -1,7 +1,7 @@
 //! The admin status page in a real browser: headless Chromium (Debian's `chromium`,
 //! installed by ./test.sh) loads it while traffic flows through the proxy, runs its
 //! script, and the figures it shows move; with the `clients` module, the busiest
-//! clients are listed.
+//! clients are listed, and the modules table shows its calls, which move.
 
 mod common;
 
@@ -94,6 +94,27 @@ async fn the_status_page_shows_live_figures_in_a_browser() {
     assert!(
         clients[..clients.find("</table>").unwrap()].contains("<td>127.0.0.1</td>"),
         "{page}"
+    );
+    // The modules table: the clients module, its calls at each event, moving.
+    let modules = &page[page
+        .find("id=\"modules-row\"")
+        .expect("the modules section")..];
+    assert!(
+        !modules[..modules.find('>').unwrap()].contains("hidden"),
+        "{page}"
+    );
+    let table = &page[page.find("id=\"modules\"").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(table.contains("<td>clients</td><td>log</td>"), "{table}");
+    let calls: Vec<u64> = attribute(&page, "trace", "data-module-calls")
+        .unwrap_or_else(|| panic!("no module calls in {page}"))
+        .split(',')
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    assert!(calls.len() >= 3, "samples {calls:?}");
+    assert!(
+        calls.windows(2).all(|w| w[0] <= w[1]) && calls[0] < calls[calls.len() - 1],
+        "the modules' calls did not move: {calls:?}"
     );
     // The figures the script wrote, not the placeholders.
     for id in ["rps", "hit-count", "bandwidth", "resident"] {

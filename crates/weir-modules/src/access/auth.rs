@@ -5,7 +5,7 @@
 //! password nor a header value is kept; the key is random per process.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
@@ -47,7 +47,26 @@ struct Cache {
     /// Bumped when the file changes, so a verification of the old file that ends
     /// after the change is not cached.
     generation: u64,
-    entries: HashMap<u128, (Option<Arc<str>>, Instant)>,
+    entries: HashMap<u128, (Option<Arc<str>>, Instant), BuildHasherDefault<KeyHasher>>,
+}
+
+/// The cache's keys are already keyed hashes, random per process: the map uses their
+/// low bits as they are rather than hashing them again.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u128(&mut self, key: u128) {
+        self.0 = key as u64;
+    }
 }
 
 impl Authenticator {

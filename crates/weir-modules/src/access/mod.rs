@@ -17,10 +17,10 @@ mod htpasswd;
 mod reply;
 mod rules;
 mod settings;
+mod sieve;
 #[cfg(test)]
 mod tests;
 
-use std::cell::OnceCell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +31,7 @@ use weir_api::{
 };
 
 use auth::{Authenticator, Checked};
-use rules::{Action, LocalTime, RequestView, Rule, Verdict};
+use rules::{Action, LocalTime, RequestView, RuleSet, Verdict};
 
 /// How often the htpasswd file is looked at for changes.
 const HTPASSWD_CHECK: Duration = Duration::from_secs(1);
@@ -79,7 +79,7 @@ impl ModuleFactory for AccessFactory {
 
 /// The access module: rules, and authentication when it has an htpasswd file.
 pub struct Access {
-    rules: Vec<Rule>,
+    rules: RuleSet,
     auth: Option<Arc<Authenticator>>,
     replies: reply::Replies,
     denied: Counter,
@@ -274,19 +274,30 @@ fn view_of<'a>(
         port,
         uri: &request.uri,
         clock,
-        now: OnceCell::new(),
-        url_ready: std::cell::Cell::new(false),
     }
 }
 
-/// `host`, `host:port`, `[v6]` or `[v6]:port`.
+/// `host`, `host:port`, `[v6]` or `[v6]:port`. The port is after the last `:`, when no
+/// `]` follows it and the host before it is bracketed or has no `:` of its own.
 fn split_host_port(value: &str) -> (&str, Option<u16>) {
     let value = value.trim();
-    let port_at = match value.rfind(':') {
-        Some(i) if !value[i..].contains(']') => i,
-        _ => return (value, None),
+    let bytes = value.as_bytes();
+    // One pass from the end: the last `:`, unless a `]` comes after it.
+    let mut port_at = None;
+    for (i, &b) in bytes.iter().enumerate().rev() {
+        match b {
+            b':' => {
+                port_at = Some(i);
+                break;
+            }
+            b']' => break,
+            _ => {}
+        }
+    }
+    let Some(port_at) = port_at else {
+        return (value, None);
     };
-    if value.starts_with('[') || !value[..port_at].contains(':') {
+    if bytes[0] == b'[' || !bytes[..port_at].contains(&b':') {
         if let Ok(port) = value[port_at + 1..].parse() {
             return (&value[..port_at], Some(port));
         }

@@ -13,7 +13,7 @@ use weir_api::http::Method;
 use weir_api::serde::Deserialize;
 use weir_api::{Settings, SettingsError};
 
-use super::rules::{Action, DaySpan, Domain, Rule, Users};
+use super::rules::{Action, DaySpan, Domain, Rule, RuleSet, Users};
 use crate::icap::settings::{duration_of, parse_duration, Duration_};
 
 #[derive(Deserialize)]
@@ -66,7 +66,7 @@ enum Port {
 
 /// The module's configuration, checked.
 pub(crate) struct AccessConfig {
-    pub rules: Vec<Rule>,
+    pub rules: RuleSet,
     pub auth: Option<AuthConfig>,
 }
 
@@ -170,7 +170,10 @@ pub(crate) fn parse(settings: &Settings) -> Result<AccessConfig, SettingsError> 
             days: 0,
         });
     }
-    Ok(AccessConfig { rules, auth })
+    Ok(AccessConfig {
+        rules: RuleSet::new(rules),
+        auth,
+    })
 }
 
 fn settings_has(settings: &Settings, key: &str) -> bool {

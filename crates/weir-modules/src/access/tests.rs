@@ -1,15 +1,14 @@
-use std::cell::OnceCell;
 use std::path::Path;
 
 use weir_api::http::{Method, Uri};
 use weir_api::Settings;
 
 use super::htpasswd::Htpasswd;
-use super::rules::{decide, Action, LocalTime, RequestView, Verdict};
+use super::rules::{decide, format_url, Action, LocalTime, RequestView, RuleSet, Verdict};
 use super::settings::{day_span, parse, weekdays};
 use super::split_host_port;
 
-fn rules(toml: &str) -> Vec<super::rules::Rule> {
+fn rules(toml: &str) -> RuleSet {
     let text = format!("htpasswd = \"/dev/null\"\n[groups]\nstaff = [\"ann\"]\n{toml}");
     parse(&Settings::parse(&text).unwrap()).unwrap().rules
 }
@@ -30,12 +29,7 @@ const SUNDAY_NIGHT: fn() -> LocalTime = || LocalTime {
     weekday: 6,
 };
 
-fn judge(
-    rules: &[super::rules::Rule],
-    url: &str,
-    user: Option<&str>,
-    clock: &dyn Fn() -> LocalTime,
-) -> Verdict {
+fn judge(rules: &RuleSet, url: &str, user: Option<&str>, clock: &dyn Fn() -> LocalTime) -> Verdict {
     let uri: Uri = url.parse().unwrap();
     let method = Method::GET;
     let view = RequestView {
@@ -46,8 +40,6 @@ fn judge(
         port: uri.port_u16().unwrap_or(80),
         uri: &uri,
         clock,
-        now: OnceCell::new(),
-        url_ready: std::cell::Cell::new(false),
     };
     decide(rules, &view, user, true, Action::Deny)
 }
@@ -201,6 +193,40 @@ fn host_and_port_of_a_host_header() {
     assert_eq!(split_host_port("a.test"), ("a.test", None));
     assert_eq!(split_host_port("[::1]:81"), ("[::1]", Some(81)));
     assert_eq!(split_host_port("[::1]"), ("[::1]", None));
+    // The one-pass split says what the first version (searches with `str`) said.
+    fn by_searches(value: &str) -> (&str, Option<u16>) {
+        let value = value.trim();
+        let port_at = match value.rfind(':') {
+            Some(i) if !value[i..].contains(']') => i,
+            _ => return (value, None),
+        };
+        if value.starts_with('[') || !value[..port_at].contains(':') {
+            if let Ok(port) = value[port_at + 1..].parse() {
+                return (&value[..port_at], Some(port));
+            }
+        }
+        (value, None)
+    }
+    for value in [
+        "",
+        ":",
+        ":80",
+        "a:",
+        "a:+80",
+        "a:99999",
+        " a.test:81 ",
+        "::1",
+        "[::1]:",
+        "[::1]:x",
+        "a]:80",
+        "a:]80",
+        "[a:b]:1:2",
+        "1.2.3.4:0",
+        "[fe80::1%eth0]:8080",
+        "é.test:80",
+    ] {
+        assert_eq!(split_host_port(value), by_searches(value), "{value:?}");
+    }
 }
 
 #[test]
@@ -250,4 +276,143 @@ fn url_patterns_of_one_request_see_its_url_and_only_its() {
         judge(&r, "http://a.test/c", None, &MONDAY_NOON),
         Verdict::Deny(None)
     );
+}
+
+#[test]
+fn host_patterns_tried_together_decide_as_one_by_one() {
+    let r = rules(
+        "[[rule]]\naction = \"deny\"\nhost_regex = '^ads\\.'\n\
+         [[rule]]\naction = \"allow\"\nhost_regex = '^www\\.'\n\
+         [[rule]]\naction = \"deny\"\nurl_regex = '\\.exe$'\n\
+         [[rule]]\naction = \"allow\"\nurl_regex = '/ok$'",
+    );
+    let verdict = |url| judge(&r, url, None, &MONDAY_NOON);
+    assert_eq!(verdict("http://ads.test/"), Verdict::Deny(Some(0)));
+    // Another rule's pattern matching does not make this one match.
+    assert_eq!(verdict("http://www.test/"), Verdict::Allow(Some(1)));
+    assert_eq!(verdict("http://WWW.test/"), Verdict::Allow(Some(1)));
+    assert_eq!(verdict("http://x.test/a.exe"), Verdict::Deny(Some(2)));
+    assert_eq!(verdict("http://x.test/ok"), Verdict::Allow(Some(3)));
+    assert_eq!(verdict("http://x.test/no"), Verdict::Deny(None));
+}
+
+#[test]
+fn the_url_is_written_as_the_request_names_it() {
+    let url_of = |method: Method, target: &str, scheme, host, port| {
+        let uri: Uri = target.parse().unwrap();
+        let view = RequestView {
+            client: "10.1.2.3".parse().unwrap(),
+            method: &method,
+            scheme,
+            host,
+            port,
+            uri: &uri,
+            clock: &MONDAY_NOON,
+        };
+        let mut url = String::from("left over");
+        format_url(&mut url, &view);
+        (url, uri.to_string())
+    };
+    for target in [
+        "http://a.test/",
+        "http://a.test:8080/p/q?x=1&y",
+        "https://[::1]:8443/",
+        "http://a.test",
+    ] {
+        let (url, shown) = url_of(Method::GET, target, "http", "a.test", 80);
+        assert_eq!(url, shown, "{target}");
+    }
+    let (url, _) = url_of(Method::CONNECT, "a.test:443", "", "a.test", 443);
+    assert_eq!(url, "a.test:443");
+    let (url, _) = url_of(Method::GET, "/p?q=1", "http", "a.test", 8080);
+    assert_eq!(url, "http://a.test:8080/p?q=1");
+    let (url, _) = url_of(Method::GET, "/p", "https", "a.test", 443);
+    assert_eq!(url, "https://a.test/p");
+}
+
+#[test]
+fn users_are_found_in_rules_past_the_sixty_fourth() {
+    let mut toml = String::new();
+    for _ in 0..69 {
+        toml.push_str("[[rule]]\naction = \"deny\"\nusers = [\"nobody\"]\n");
+    }
+    toml.push_str("[[rule]]\naction = \"allow\"\ngroups = [\"staff\"]\n");
+    let r = rules(&toml);
+    let verdict = |user| judge(&r, "http://a.test/", Some(user), &MONDAY_NOON);
+    assert_eq!(verdict("ann"), Verdict::Allow(Some(69)));
+    assert_eq!(verdict("nobody"), Verdict::Deny(Some(0)));
+    assert_eq!(verdict("carl"), Verdict::Deny(None));
+}
+
+#[test]
+fn a_rule_about_users_challenges_only_when_the_rest_of_it_holds() {
+    let r = rules(
+        "[[rule]]\naction = \"allow\"\nusers = [\"ann\"]\ndomains = [\".a.test\"]\n\
+         [[rule]]\naction = \"deny\"\ndomains = [\".a.test\"]\n\
+         [[rule]]\naction = \"allow\"",
+    );
+    assert_eq!(
+        judge(&r, "http://b.test/", None, &MONDAY_NOON),
+        Verdict::Allow(Some(2))
+    );
+    assert_eq!(
+        judge(&r, "http://x.a.test/", None, &MONDAY_NOON),
+        Verdict::Challenge
+    );
+    // Where the client cannot be asked, the rule is passed over.
+    let uri: Uri = "http://x.a.test/".parse().unwrap();
+    let view = RequestView {
+        client: "10.1.2.3".parse().unwrap(),
+        method: &Method::GET,
+        scheme: "http",
+        host: "x.a.test",
+        port: 80,
+        uri: &uri,
+        clock: &MONDAY_NOON,
+    };
+    assert_eq!(
+        decide(&r, &view, None, false, Action::Allow),
+        Verdict::Deny(Some(1))
+    );
+}
+
+#[test]
+fn the_local_time_kept_for_a_minute_is_the_clock_s() {
+    use chrono::{Datelike, Timelike};
+    for _ in 0..3 {
+        let before = chrono::Local::now();
+        let kept = LocalTime::now();
+        let again = LocalTime::now();
+        let after = chrono::Local::now();
+        if before.minute() != after.minute() {
+            continue; // a minute turned meanwhile: try again
+        }
+        let expected = LocalTime {
+            minute: (after.hour() * 60 + after.minute()) as u16,
+            weekday: after.weekday().num_days_from_monday() as u8,
+        };
+        assert_eq!((kept, again), (expected, expected));
+        return;
+    }
+    panic!("the minute kept turning");
+}
+
+#[test]
+fn the_host_remembered_is_the_host_of_this_rule_set_only() {
+    let ads =
+        rules("[[rule]]\naction = \"deny\"\nhost_regex = '^ads\\.'\n[[rule]]\naction = \"allow\"");
+    let www =
+        rules("[[rule]]\naction = \"deny\"\nhost_regex = '^www\\.'\n[[rule]]\naction = \"allow\"");
+    for _ in 0..2 {
+        for (set, url, verdict) in [
+            (&ads, "http://ads.test/", Verdict::Deny(Some(0))),
+            (&www, "http://ads.test/", Verdict::Allow(Some(1))),
+            (&www, "http://www.test/", Verdict::Deny(Some(0))),
+            (&ads, "http://www.test/", Verdict::Allow(Some(1))),
+            (&ads, "http://ads.test/", Verdict::Deny(Some(0))),
+            (&ads, "http://ads.test/", Verdict::Deny(Some(0))),
+        ] {
+            assert_eq!(judge(set, url, None, &MONDAY_NOON), verdict, "{url}");
+        }
+    }
 }

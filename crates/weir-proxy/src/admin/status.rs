@@ -102,7 +102,26 @@ fn figures(metrics: &Metrics, facts: &StatusFacts) -> Value {
             "loading": f.cache.disk.loading,
         },
         "origin_connections": f.origin_connections,
+        "modules": modules(metrics),
     })
+}
+
+/// Each module's calls and time by event (the time estimated from one call in 64).
+fn modules(metrics: &Metrics) -> Value {
+    metrics
+        .module_event_figures()
+        .into_iter()
+        .map(|(name, events)| {
+            let events: Map<String, Value> = events
+                .into_iter()
+                .map(|(event, calls, seconds)| {
+                    let figures = json!({ "calls": calls, "seconds": seconds });
+                    (event.name().to_string(), figures)
+                })
+                .collect();
+            json!({ "name": name, "events": events })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -129,6 +148,14 @@ mod tests {
         assert_eq!(v["requests"]["by_outcome"]["miss"], 1);
         assert_eq!(v["bytes"]["out_from_cache"], 10);
         assert_eq!(v["memory"]["cache_configured"], 64 << 20);
+        assert_eq!(v["modules"], json!([]));
+        let events = m.module_events("m");
+        let timing = events.start(weir_api::Event::RequestHeaders);
+        events.end(weir_api::Event::RequestHeaders, timing);
+        let v = figures(&m, &facts);
+        assert_eq!(v["modules"][0]["name"], "m");
+        assert_eq!(v["modules"][0]["events"]["request_headers"]["calls"], 1);
+        assert!(v["modules"][0]["events"]["request_headers"]["seconds"].is_f64());
     }
 
     #[test]

@@ -1,0 +1,200 @@
+//! How often each module is called at each event, and roughly how long its callbacks
+//! take: `weir_module_events_total{module,event}` and
+//! `weir_module_event_seconds_total{module,event}` in `/metrics`, and the `modules`
+//! table of `/admin/status`.
+//!
+//! The engine counts every call (one relaxed atomic addition on the module's own cache
+//! line; an event no module asked for is never dispatched, so it costs nothing) and
+//! times one call in [`SAMPLE_EVERY`] (two clock reads), adding that call's time
+//! multiplied by [`SAMPLE_EVERY`]: an estimate of the total that is exact on average
+//! and costs the other calls no clock read. The time is the callback's own (what it
+//! does before returning); the wait of a module that returns `Flow::Wait` is not in it.
+//! Counts are kept by module name across reloads, so the counters only grow.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use weir_api::Event;
+
+use super::encode::lock;
+
+/// A module's name and, for each event it was called at: (event, calls, seconds).
+pub(crate) type ModuleFigures = (String, Vec<(Event, u64, f64)>);
+
+/// One call in this many is timed (a power of two: the test is a mask).
+pub(crate) const SAMPLE_EVERY: u64 = 64;
+
+/// One module's counts, per event: on a cache line of its own (two modules called on
+/// two threads do not share one).
+#[repr(align(64))]
+#[derive(Default)]
+pub(crate) struct ModuleEvents {
+    calls: [AtomicU64; Event::ALL.len()],
+    /// Nanoseconds: the timed calls' time × [`SAMPLE_EVERY`].
+    nanos: [AtomicU64; Event::ALL.len()],
+}
+
+/// A timed call in progress (see [`ModuleEvents::start`]).
+pub(crate) struct Timing(Option<Instant>);
+
+impl ModuleEvents {
+    /// Counts a call at `event`; every [`SAMPLE_EVERY`]th call is timed until
+    /// [`ModuleEvents::end`].
+    #[inline(always)]
+    pub fn start(&self, event: Event) -> Timing {
+        let n = self.calls[event as usize].fetch_add(1, Ordering::Relaxed);
+        Timing(if n & (SAMPLE_EVERY - 1) == 0 {
+            Some(Instant::now())
+        } else {
+            None
+        })
+    }
+
+    /// Ends a call begun with [`ModuleEvents::start`].
+    #[inline(always)]
+    pub fn end(&self, event: Event, timing: Timing) {
+        if let Some(started) = timing.0 {
+            self.timed(event, started.elapsed());
+        }
+    }
+
+    #[cold]
+    fn timed(&self, event: Event, took: Duration) {
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.nanos[event as usize].fetch_add(nanos.saturating_mul(SAMPLE_EVERY), Ordering::Relaxed);
+    }
+
+    /// (event, calls, estimated seconds) for each event called at least once.
+    pub fn read(&self) -> Vec<(Event, u64, f64)> {
+        Event::ALL
+            .iter()
+            .map(|&e| {
+                let calls = self.calls[e as usize].load(Ordering::Relaxed);
+                let nanos = self.nanos[e as usize].load(Ordering::Relaxed);
+                (e, calls, nanos as f64 / 1e9)
+            })
+            .filter(|(_, calls, _)| *calls > 0)
+            .collect()
+    }
+}
+
+/// Every module's counts, by name, in the order modules were first loaded. At most as
+/// many entries as differently named modules were ever configured.
+#[derive(Default)]
+pub(crate) struct ModuleEventTable(Mutex<Vec<(String, Arc<ModuleEvents>)>>);
+
+impl ModuleEventTable {
+    /// The counts of the module named `name`, created at its first load.
+    pub fn of(&self, name: &str) -> Arc<ModuleEvents> {
+        let mut table = lock(&self.0);
+        if let Some((_, events)) = table.iter().find(|(n, _)| n == name) {
+            return events.clone();
+        }
+        let events = Arc::new(ModuleEvents::default());
+        table.push((name.to_string(), events.clone()));
+        events
+    }
+
+    /// (module, its events) for every module loaded so far.
+    pub fn read(&self) -> Vec<ModuleFigures> {
+        let table: Vec<_> = lock(&self.0).clone();
+        table
+            .into_iter()
+            .map(|(name, events)| (name, events.read()))
+            .collect()
+    }
+
+    /// The two counters in the text exposition format (nothing before a module is
+    /// loaded). Labels: the module's name, which the configuration gave, and the event.
+    pub fn encode(&self, out: &mut String) {
+        let modules = self.read();
+        if modules.is_empty() {
+            return;
+        }
+        out.push_str(
+            "# HELP weir_module_events Module callbacks called, by module and event\n\
+             # TYPE weir_module_events counter\n",
+        );
+        for (name, events) in &modules {
+            for (event, calls, _) in events {
+                let _ = writeln!(
+                    out,
+                    "weir_module_events_total{{module=\"{}\",event=\"{}\"}} {calls}",
+                    label(name),
+                    event.name()
+                );
+            }
+        }
+        let _ = write!(
+            out,
+            "# HELP weir_module_event_seconds Time in module callbacks, by module and event \
+             (estimated from one call in {SAMPLE_EVERY})\n\
+             # TYPE weir_module_event_seconds counter\n\
+             # UNIT weir_module_event_seconds seconds\n"
+        );
+        for (name, events) in &modules {
+            for (event, _, seconds) in events {
+                let _ = writeln!(
+                    out,
+                    "weir_module_event_seconds_total{{module=\"{}\",event=\"{}\"}} {seconds}",
+                    label(name),
+                    event.name()
+                );
+            }
+        }
+    }
+}
+
+/// A label value with `\`, `"` and line breaks escaped.
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_are_counted_and_one_in_sample_every_timed() {
+        let table = ModuleEventTable::default();
+        let events = table.of("m");
+        assert!(Arc::ptr_eq(&events, &table.of("m")), "one entry per name");
+        for _ in 0..SAMPLE_EVERY + 1 {
+            let t = events.start(Event::RequestHeaders);
+            std::thread::sleep(Duration::from_micros(50));
+            events.end(Event::RequestHeaders, t);
+        }
+        let t = events.start(Event::Log);
+        events.end(Event::Log, t);
+        let read = table.read();
+        assert_eq!(read.len(), 1);
+        let (name, events) = &read[0];
+        assert_eq!(name, "m");
+        assert_eq!(events.len(), 2, "events never called are left out");
+        let (event, calls, seconds) = events[0];
+        assert_eq!((event, calls), (Event::RequestHeaders, SAMPLE_EVERY + 1));
+        // Two calls were timed (the first and the 65th), each of at least 50 µs, and
+        // each counts for SAMPLE_EVERY calls.
+        assert!(seconds >= 2.0 * 50e-6 * SAMPLE_EVERY as f64, "{seconds}");
+        let mut out = String::new();
+        table.encode(&mut out);
+        assert!(out.contains(&format!(
+            "weir_module_events_total{{module=\"m\",event=\"request_headers\"}} {}\n",
+            SAMPLE_EVERY + 1
+        )));
+        assert!(out.contains("weir_module_events_total{module=\"m\",event=\"log\"} 1\n"));
+        assert!(out.contains("weir_module_event_seconds_total{module=\"m\",event=\"log\"} "));
+    }
+
+    #[test]
+    fn nothing_is_encoded_before_a_module_loads() {
+        let mut out = String::new();
+        ModuleEventTable::default().encode(&mut out);
+        assert!(out.is_empty());
+    }
+}
