@@ -226,7 +226,8 @@ fn check_names_file_line_and_key_of_a_bad_pattern() {
 
 #[test]
 fn check_names_file_line_and_key_of_an_unknown_group() {
-    let dir = temp_dir("access-check-htpasswd");
+    let tmp = TempDir::new("access-check-htpasswd");
+    let dir = tmp.path();
     let htpasswd = dir.join("users");
     std::fs::write(&htpasswd, "").unwrap();
     let message = check_module_error(

@@ -51,11 +51,11 @@ fn basic(user: &str, password: &str) -> String {
 
 /// The origin, a proxy authenticating against `users_file` with `extra` settings
 /// and rules, and the file's path.
-fn setup(extra: &str) -> (TestOrigin, Proxy, PathBuf) {
+fn setup(extra: &str) -> (TestOrigin, Proxy, Htpasswd) {
     let origin = TestOrigin::start();
     origin.route("/*", Reply::ok("from the origin"));
-    let dir = temp_dir("access-auth");
-    let file = users_file(&dir);
+    let dir = TempDir::new("access-auth");
+    let file = users_file(dir.path());
     let proxy = forward_and_reverse_with_modules(
         &origin.base(),
         &format!(
@@ -63,7 +63,13 @@ fn setup(extra: &str) -> (TestOrigin, Proxy, PathBuf) {
             file.display().to_string()
         ),
     );
-    (origin, proxy, file)
+    (origin, proxy, Htpasswd { file, _dir: dir })
+}
+
+/// The users file of a test, removed with its directory when the test ends.
+struct Htpasswd {
+    file: PathBuf,
+    _dir: TempDir,
 }
 
 async fn forward_as(proxy: &Proxy, url: &str, user: &str, password: &str) -> Fetched {
@@ -78,7 +84,7 @@ async fn forward_as(proxy: &Proxy, url: &str, user: &str, password: &str) -> Fet
 
 #[tokio::test]
 async fn good_credentials_pass_and_are_never_forwarded() {
-    let (origin, proxy, _) = setup("");
+    let (origin, proxy, _users) = setup("");
     let r = forward_as(&proxy, &origin.url("/f"), "ann", "ann-pw").await;
     assert_eq!(r.status, 200);
     let seen = origin.last("/f").unwrap();
@@ -98,7 +104,7 @@ async fn good_credentials_pass_and_are_never_forwarded() {
 
 #[tokio::test]
 async fn a_challenge_is_407_on_forward_listeners_and_401_on_reverse_ones() {
-    let (origin, proxy, _) = setup("");
+    let (origin, proxy, _users) = setup("");
     let client = proxied_client(proxy.forward_addr());
     let r = get(&client, &origin.url("/c"), &[]).await;
     assert_eq!(r.status, 407);
@@ -122,7 +128,7 @@ async fn a_challenge_is_407_on_forward_listeners_and_401_on_reverse_ones() {
 
 #[tokio::test]
 async fn bad_credentials_are_refused_more_slowly_each_time() {
-    let (origin, proxy, _) = setup("failure_delay = \"150ms\"\nfailure_delay_max = \"2s\"");
+    let (origin, proxy, _users) = setup("failure_delay = \"150ms\"\nfailure_delay_max = \"2s\"");
     let mut took = Vec::new();
     for password in ["wrong-1", "wrong-2", "wrong-3"] {
         let start = Instant::now();
@@ -147,13 +153,14 @@ async fn bad_credentials_are_refused_more_slowly_each_time() {
 
 #[tokio::test]
 async fn a_changed_htpasswd_file_is_read_again() {
-    let (origin, proxy, file) = setup("");
+    let (origin, proxy, users) = setup("");
+    let file = &users.file;
     let url = origin.url("/changed");
     assert_eq!(forward_as(&proxy, &url, "bob", "bob-pw").await.status, 200);
     // Replaced as editors and `htpasswd` do: a new file renamed over the old one.
     let next = file.with_extension("new");
     std::fs::write(&next, format!("bob:{}\n", sha_crypt_hash("new-pw", true))).unwrap();
-    std::fs::rename(&next, &file).unwrap();
+    std::fs::rename(&next, file).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while forward_as(&proxy, &url, "bob", "new-pw").await.status != 200 {
         assert!(
@@ -169,7 +176,7 @@ async fn a_changed_htpasswd_file_is_read_again() {
 
 #[tokio::test]
 async fn a_verification_is_cached() {
-    let (origin, proxy, _) = setup("");
+    let (origin, proxy, _users) = setup("");
     for _ in 0..5 {
         let r = forward_as(&proxy, &origin.url("/cached"), "ann", "ann-pw").await;
         assert_eq!(r.status, 200);
@@ -188,7 +195,7 @@ async fn a_verification_is_cached() {
 
 #[tokio::test]
 async fn users_and_groups_in_rules() {
-    let (origin, proxy, _) = setup(
+    let (origin, proxy, _users) = setup(
         "[module.groups]\nstaff = [\"bob\"]\n\
          [[module.rule]]\naction = \"allow\"\nusers = [\"ann\"]\n\
          [[module.rule]]\naction = \"allow\"\ngroups = [\"staff\"]\n\
@@ -209,7 +216,7 @@ async fn users_and_groups_in_rules() {
 
 #[tokio::test]
 async fn the_user_is_in_the_access_log() {
-    let (origin, mut proxy, _) = setup("");
+    let (origin, mut proxy, _users) = setup("");
     let url = origin.url("/logged");
     assert_eq!(forward_as(&proxy, &url, "ann", "ann-pw").await.status, 200);
     let client = proxied_client(proxy.forward_addr());

@@ -337,13 +337,13 @@ async fn limits_by_user_follow_the_user_the_access_module_verified() {
     use base64::Engine as _;
     let origin = TestOrigin::start();
     origin.route("/*", Reply::ok("x").cc("no-store"));
-    let dir = temp_dir("clients-users");
+    let dir = TempDir::new("clients-users");
     let hash = |pw: &str| {
         bcrypt::hash_with_salt(pw, 4, [7; 16])
             .unwrap()
             .format_for_version(bcrypt::Version::TwoY)
     };
-    let users = dir.join("users.htpasswd");
+    let users = dir.path().join("users.htpasswd");
     std::fs::write(
         &users,
         format!("ann:{}\nbob:{}\n", hash("ann-pw"), hash("bob-pw")),

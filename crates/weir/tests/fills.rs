@@ -204,7 +204,8 @@ async fn an_abandoned_fill_to_disk_leaves_nothing_behind() {
             .cc("max-age=600")
             .chunk_delay(Duration::from_millis(5)),
     );
-    let dir = temp_dir("fills-abandoned");
+    let tmp = TempDir::new("fills-abandoned");
+    let dir = tmp.path().to_path_buf();
     let proxy = Proxy::builder()
         .forward()
         .option("cache", "max_memory_object", "\"256KiB\"")

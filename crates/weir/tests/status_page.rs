@@ -47,7 +47,8 @@ async fn the_status_page_shows_live_figures_in_a_browser() {
             }
         }
     });
-    let profile = temp_dir("chromium-profile");
+    let profile_dir = TempDir::new("chromium-profile");
+    let profile = format!("--user-data-dir={}", profile_dir.path().display());
     let url = format!("http://{}/", proxy.admin_addr());
     let dom = tokio::task::spawn_blocking(move || {
         Command::new(browser)
@@ -56,7 +57,7 @@ async fn the_status_page_shows_live_figures_in_a_browser() {
                 "--no-sandbox",
                 "--disable-gpu",
                 "--no-first-run",
-                &format!("--user-data-dir={}", profile.display()),
+                &profile,
                 // Virtual time runs the page's one-second poll quickly, and waits for
                 // each real fetch of the figures.
                 "--virtual-time-budget=6000",

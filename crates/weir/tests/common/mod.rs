@@ -21,7 +21,7 @@ pub use client::*;
 pub use echo::EchoServer;
 pub use origin::TestOrigin;
 pub use process::{
-    free_port, proc_status_kib, run_weir, send_signal, temp_dir, wait_for_port, WEIR,
+    free_port, proc_status_kib, run_weir, send_signal, temp_dir, wait_for_port, TempDir, WEIR,
 };
 pub use proxy::Proxy;
 pub use raw::{raw_exchange, try_raw_exchange, RawConn, RawResponse};

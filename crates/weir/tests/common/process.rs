@@ -47,13 +47,35 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     dir
 }
 
+/// A temporary directory (see [`temp_dir`]) removed with everything in it when dropped.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// A new empty directory named after `tag`.
+    pub fn new(tag: &str) -> TempDir {
+        TempDir(temp_dir(tag))
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Runs `weir ARGS` to completion (killed after `timeout`) and returns its output.
 pub fn run_weir(args: &[&str], timeout: Duration) -> Output {
     // A directory of its own, so that relative paths in defaults (the disk tier's
     // `weir-cache`) never land in the source tree.
+    let cwd = TempDir::new("run");
     let mut child = Command::new(WEIR)
         .args(args)
-        .current_dir(temp_dir("run"))
+        .current_dir(cwd.path())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
