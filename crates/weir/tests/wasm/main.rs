@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 mod filters;
+mod sdk;
 
 use std::path::Path;
 use std::time::Duration;
