@@ -15,6 +15,12 @@ const PRELUDE: &str = r#"
   (import "env" "proxy_send_local_response" (func $local (param i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
   (import "env" "proxy_call_foreign_function" (func $foreign (param i32 i32 i32 i32 i32 i32) (result i32)))
   (import "env" "proxy_not_in_any_abi" (func $unknown (param i32) (result i32)))
+  (import "env" "proxy_set_tick_period_milliseconds" (func $set_tick (param i32) (result i32)))
+  (import "env" "proxy_get_shared_data" (func $get_shared (param i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_set_shared_data" (func $set_shared (param i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_define_metric" (func $define_metric (param i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_increment_metric" (func $increment_metric (param i32 i64) (result i32)))
+  (import "env" "proxy_get_property" (func $get_property (param i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 2)
   (global $heap (mut i32) (i32.const 4096))
   (global $base (mut i32) (i32.const 4096))
@@ -28,7 +34,7 @@ const PRELUDE: &str = r#"
     (local.get $p))
   (func (export "proxy_on_context_create") (param i32 i32)
     (global.set $heap (global.get $base)))
-  (func (export "proxy_on_vm_start") (param i32 i32) (result i32) (i32.const 1))
+  (func (export "proxy_on_vm_start") (param i32 i32) (result i32) (call $started) (i32.const 1))
   (func (export "proxy_on_configure") (param i32) (param $size i32) (result i32)
     (drop (call $get_buffer (i32.const 7) (i32.const 0) (local.get $size) (i32.const 0) (i32.const 4)))
     (global.set $conf_p (i32.load (i32.const 0)))
@@ -43,9 +49,15 @@ const PRELUDE: &str = r#"
     (drop (call $foreign (local.get $np) (local.get $nl) (local.get $ap) (local.get $al) (i32.const 8) (i32.const 12))))
 "#;
 
-/// A filter module: the prelude and `body`.
+/// A filter module: the prelude and `body`. `body` may define `$started`, called by
+/// `proxy_on_vm_start`; one that does not gets an empty one.
 pub fn wat(body: &str) -> String {
-    format!("(module {PRELUDE}\n{body}\n)")
+    let started = if body.contains("(func $started") {
+        ""
+    } else {
+        "(func $started)"
+    };
+    format!("(module {PRELUDE}\n{started}\n{body}\n)")
 }
 
 /// Compiles `body` into `dir/name.wasm`.
@@ -175,6 +187,34 @@ pub const CACHE: &str = r#"
   (func (export "proxy_on_response_headers") (param i32 i32 i32) (result i32)
     (call $call (i32.const 208) (i32.const 21) (i32.const 0) (i32.const 0))
     (drop (call $add_header (i32.const 2) (i32.const 240) (i32.const 8) (i32.load (i32.const 8)) (i32.load (i32.const 12))))
+    (i32.const 0))
+"#;
+
+/// Ticks every 10 ms (`proxy_on_tick` counts in metric `wasm_ticks` and sets shared
+/// data `ticked`); responses get `x-ticked: yes` once a tick has run, and `x-method`
+/// and `x-source` from the `request.method` and `source.address` properties.
+pub const TICKS: &str = r#"
+  (data (i32.const 64) "wasm_ticks")
+  (data (i32.const 80) "ticked")
+  (data (i32.const 96) "yes")
+  (data (i32.const 112) "x-ticked")
+  (data (i32.const 128) "request\00method")
+  (data (i32.const 144) "x-method")
+  (data (i32.const 160) "source\00address")
+  (data (i32.const 176) "x-source")
+  (func $started
+    (drop (call $set_tick (i32.const 10)))
+    (drop (call $define_metric (i32.const 0) (i32.const 64) (i32.const 10) (i32.const 16))))
+  (func (export "proxy_on_tick") (param i32)
+    (drop (call $increment_metric (i32.load (i32.const 16)) (i64.const 1)))
+    (drop (call $set_shared (i32.const 80) (i32.const 6) (i32.const 96) (i32.const 3) (i32.const 0))))
+  (func (export "proxy_on_response_headers") (param i32 i32 i32) (result i32)
+    (if (i32.eqz (call $get_shared (i32.const 80) (i32.const 6) (i32.const 0) (i32.const 4) (i32.const 8)))
+      (then (drop (call $add_header (i32.const 2) (i32.const 112) (i32.const 8) (i32.load (i32.const 0)) (i32.load (i32.const 4))))))
+    (if (i32.eqz (call $get_property (i32.const 128) (i32.const 14) (i32.const 0) (i32.const 4)))
+      (then (drop (call $add_header (i32.const 2) (i32.const 144) (i32.const 8) (i32.load (i32.const 0)) (i32.load (i32.const 4))))))
+    (if (i32.eqz (call $get_property (i32.const 160) (i32.const 14) (i32.const 0) (i32.const 4)))
+      (then (drop (call $add_header (i32.const 2) (i32.const 176) (i32.const 8) (i32.load (i32.const 0)) (i32.load (i32.const 4))))))
     (i32.const 0))
 "#;
 

@@ -194,6 +194,34 @@ async fn a_filter_steers_the_cache() {
 }
 
 #[tokio::test]
+async fn ticks_shared_data_metrics_and_properties() {
+    let dir = temp_dir("wasm-ticks");
+    let wasm = filters::write(&dir, "ticks", filters::TICKS);
+    let origin = TestOrigin::start();
+    origin.route("/t", Reply::ok("t"));
+    let proxy = reverse_with_modules(&origin.base(), &section(&wasm, ""));
+    let client = direct_client();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let r = loop {
+        let r = get(&client, &proxy.reverse_url("/t"), &[]).await;
+        if r.header("x-ticked").is_some() || std::time::Instant::now() > deadline {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        r.header("x-ticked").as_deref(),
+        Some("yes"),
+        "a tick set shared data"
+    );
+    assert_eq!(r.header("x-method").as_deref(), Some("GET"));
+    let source = r.header("x-source").unwrap_or_default();
+    assert!(source.starts_with("127.0.0.1:"), "{source}");
+    assert!(metric(&proxy, "weir_module_wasm_ticks_total") > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
 async fn a_reload_swaps_the_filter_without_dropping_a_transaction_in_flight() {
     let dir = temp_dir("wasm-reload");
     let wasm = filters::write(&dir, "version", &filters::version("one"));
