@@ -113,6 +113,20 @@ pub const DENY: &str = r#"
     (i32.const 0))
 "#;
 
+/// Upper-cases the whole request body and appends `!`: [`SHOUT`] on buffer type 0.
+pub fn shout_request() -> String {
+    SHOUT
+        .replace("proxy_on_response_body", "proxy_on_request_body")
+        .replace(
+            "(call $get_buffer (i32.const 1)",
+            "(call $get_buffer (i32.const 0)",
+        )
+        .replace(
+            "(call $set_buffer (i32.const 1)",
+            "(call $set_buffer (i32.const 0)",
+        )
+}
+
 /// Upper-cases the whole response body and appends `!`.
 pub const SHOUT: &str = r#"
   (data (i32.const 64) "!")

@@ -103,6 +103,27 @@ async fn a_filter_rewrites_the_origin_body_before_it_is_stored() {
 }
 
 #[tokio::test]
+async fn a_filter_rewrites_the_request_body() {
+    let dir = temp_dir("wasm-request-body");
+    let wasm = filters::write(&dir, "shout", &filters::shout_request());
+    let origin = TestOrigin::start();
+    origin.route("/post", Reply::echo());
+    let proxy = reverse_with_modules(&origin.base(), &section(&wasm, "request_body = true"));
+    let client = direct_client();
+    let r = send(
+        &client,
+        "POST",
+        &proxy.reverse_url("/post"),
+        &[],
+        Some(b"some words".to_vec()),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.text(), "SOME WORDS!", "the origin got the filtered body");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
 async fn a_trap_an_overrun_or_a_memory_limit_fails_only_that_transaction() {
     let dir = temp_dir("wasm-misbehave");
     let wasm = filters::write(&dir, "misbehave", filters::MISBEHAVE);
