@@ -72,7 +72,10 @@ impl Filter {
         failures: Counter,
         timeouts: Counter,
     ) -> Filter {
-        let mut events = vec![Event::RequestHeaders, Event::CacheLookup, Event::Log];
+        let mut events = vec![Event::RequestHeaders, Event::Log];
+        if template.reads_lookup {
+            events.push(Event::CacheLookup);
+        }
         events.push(match options.phase {
             ResponsePhase::Deliver => Event::DeliverHeaders,
             ResponsePhase::Origin => Event::ResponseHeaders,

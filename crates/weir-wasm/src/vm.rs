@@ -57,6 +57,10 @@ pub(crate) struct Exports {
 /// A compiled filter, ready to instantiate.
 pub(crate) struct Template {
     pre: InstancePre<Host>,
+    /// Whether the filter can read the cache lookup's result (it imports
+    /// `proxy_call_foreign_function` or `proxy_get_property`); if not, the lookup
+    /// event is not asked for.
+    pub reads_lookup: bool,
     pub shared: Arc<Shared>,
     memory_limit: usize,
     /// Epoch ticks a callback may run.
@@ -89,9 +93,16 @@ impl Template {
         let pre = linker
             .instantiate_pre(&module)
             .map_err(|e| format!("cannot link the filter: {e:#}"))?;
+        let reads_lookup = module.imports().any(|i| {
+            matches!(
+                i.name(),
+                "proxy_call_foreign_function" | "proxy_get_property"
+            )
+        });
         let ticks = deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64;
         Ok(Template {
             pre,
+            reads_lookup,
             shared,
             memory_limit,
             // One more: the first tick may come at once.
