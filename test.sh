@@ -5,7 +5,8 @@
 # the transparent-proxy test in a network namespace; webext-ublock-origin-firefox,
 # whose EasyList and EasyPrivacy the ad remover's tests load; c-icap, whose echo
 # service the ICAP module's tests run on a port of their own; chromium, which loads the
-# admin status page in the browser test), then builds once and
+# admin status page in the browser test; nodejs and npm, which build the proxy-wasm
+# example filter in examples/wasm-add-header from npm packages), then builds once and
 # checks the shape of the code (tools/layer-check), runs the unit and integration
 # tests. Idempotent.
 set -euo pipefail
@@ -19,17 +20,21 @@ command -v iptables >/dev/null 2>&1 || need+=(iptables)
 dpkg -s webext-ublock-origin-firefox >/dev/null 2>&1 || need+=(webext-ublock-origin-firefox)
 command -v c-icap >/dev/null 2>&1 || need+=(c-icap)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq
-  # The lists, c-icap and chromium are optional (their tests say SKIPPED without
+  # The lists, c-icap, chromium and npm are optional (their tests say SKIPPED without
   # them): curl is not.
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" ||
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends curl
 fi
 
 cargo fmt --all -- --check
+# The proxy-wasm filter built with the AssemblyScript SDK (its test loads it).
+if command -v npm >/dev/null 2>&1; then examples/wasm-add-header/build.sh; fi
 # Modules of every crate form a one-way graph and no source file is over 500 lines
 # (docs/architecture.md, "Layers").
 cargo run -q -p layer-check

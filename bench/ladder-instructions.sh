@@ -13,7 +13,10 @@
 #   Basic authentication against an htpasswd file with one bcrypt user: the client
 #   sends `Authorization` (the listener is a reverse one) on every request, so every
 #   hit but the first finds its credentials already checked (issue 19's rung, compared
-#   with (b)). Weir runs under valgrind's callgrind, which
+#   with (b)); (i) `wasm` with an empty proxy-wasm filter (every HTTP callback returns
+#   at once) and (j) `wasm` with a filter that adds one response header (issue 16's
+#   rungs, compared with (b); bench/wasm/*.wat, compiled with wat2wasm from Debian's
+#   wabt). Weir runs under valgrind's callgrind, which
 #   counts instructions rather than time: the counts repeat whatever else the
 #   machine does, so differences of a fraction of a percent are visible, which
 #   wall-clock sampling on a shared 2-core machine cannot show. Each rung runs twice,
@@ -26,6 +29,7 @@
 #   N1=200 N2=1200 SIZES=1k bench/ladder-instructions.sh
 #   RUNGS="a b f g" SIZES=8k bench/ladder-instructions.sh   # the adaptation modules
 #   RUNGS="a b h" bench/ladder-instructions.sh              # access rules and authentication
+#   RUNGS="b i j" bench/ladder-instructions.sh              # proxy-wasm filters
 # PROFILES=DIR keeps callgrind's output of each run there (callgrind.RUNG.SIZE.N),
 # to read with callgrind_annotate.
 # BIN=path/to/weir counts another build of the normal binary (with BUILD=0), for
@@ -76,6 +80,12 @@ if [[ " $RUNGS " == *" h "* ]]; then
     # Cost 10, htpasswd's default: checked once per run, off the proxy's threads.
     htpasswd -cbB -C 10 "$TMP/users" bench bench-password 2>/dev/null
     ACCESS_CREDENTIALS="Authorization: Basic $(printf bench:bench-password | base64)"
+fi
+if [[ " $RUNGS " == *" i "* || " $RUNGS " == *" j "* ]]; then
+    command -v wat2wasm >/dev/null ||
+        { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wabt; }
+    wat2wasm "$ROOT/bench/wasm/empty.wat" -o "$TMP/empty.wasm"
+    wat2wasm "$ROOT/bench/wasm/add-header.wat" -o "$TMP/add-header.wasm"
 fi
 cat > "$TMP/origin.py" <<'PY'
 import http.server, sys, os
@@ -208,6 +218,7 @@ instructions() {
         f) module=adblock ;;
         g) module=compress ;;
         h) module=access ;;
+        i | j) module=wasm ;;
     esac
     local port; port=$(pick_port)
     {
@@ -216,6 +227,8 @@ instructions() {
         [ -n "$module" ] && printf '[[module]]\nname = "%s"\n' "$module"
         [ "$rung" = f ] && printf 'lists = ["%s", "%s"]\n' "$EASYLIST" "$EASYPRIVACY"
         [ "$rung" = h ] && access_settings
+        [ "$rung" = i ] && printf 'path = "%s"\n' "$TMP/empty.wasm"
+        [ "$rung" = j ] && printf 'path = "%s"\n' "$TMP/add-header.wasm"
     } > "$TMP/$rung.toml"
     local out="$TMP/callgrind.$rung.$size.$n"
     WEIR_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
@@ -255,6 +268,8 @@ describe() {
         f) echo "module \`adblock\` (EasyList + EasyPrivacy)" ;;
         g) echo "module \`compress\` (hits on the gzip variant)" ;;
         h) echo "module \`access\` (20 rules, Basic credentials already checked)" ;;
+        i) echo "module \`wasm\`, an empty proxy-wasm filter" ;;
+        j) echo "module \`wasm\`, a filter adding one response header" ;;
     esac
 }
 percent() { awk -v v="$1" -v a="$2" 'BEGIN { printf "%+.2f%%", (v - a) * 100 / a }'; }

@@ -8,10 +8,17 @@ use weir_proxy::{Config, Server};
 
 mod allocator;
 
+/// The built-in modules, and `wasm`, which loads proxy-wasm filters at run time.
+fn factories() -> Vec<Box<dyn weir_api::ModuleFactory>> {
+    let mut all = weir_modules::builtin();
+    all.push(Box::new(weir_wasm::WasmFactory));
+    all
+}
+
 /// Loads a configuration file and checks its modules against the built-in ones.
 fn load(path: &std::path::Path) -> Result<Config, weir_proxy::ConfigError> {
     let config = Config::load(path)?;
-    weir_proxy::check_modules(&config, &weir_modules::builtin())?;
+    weir_proxy::check_modules(&config, &factories())?;
     Ok(config)
 }
 
@@ -112,7 +119,7 @@ fn run(config: Config, path: Option<PathBuf>) -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let factories = weir_modules::builtin();
+        let factories = factories();
         let mut server = match Server::start_with_modules(config, &factories).await {
             Ok(server) => server,
             Err(e) => {

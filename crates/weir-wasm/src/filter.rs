@@ -1,0 +1,419 @@
+//! A loaded filter as a Weir module: its HTTP-context callbacks called at Weir's
+//! events, one instance per transaction from a pool, and a failure (trap, deadline,
+//! memory limit) turned into the module failure the engine already handles.
+
+use std::sync::Mutex;
+
+use wasmtime::TypedFunc;
+use weir_api::http::{HeaderMap, StatusCode};
+use weir_api::{
+    BodyChunk, Bytes, CacheLookup, Counter, Event, Events, Flow, Module, RequestHead, ResponseHead,
+    Timer, Txn,
+};
+
+use crate::abi::BufferType;
+use crate::host::{CacheSteer, Host};
+use crate::vm::{Template, Vm, ROOT};
+
+/// Which of Weir's events a filter's response callbacks run at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ResponsePhase {
+    /// Every response sent to a client, hits included; changes are not stored.
+    Deliver,
+    /// Responses from the origin, before the cache stores them; changes are stored.
+    Origin,
+}
+
+/// What the factory read from the section.
+pub(crate) struct Options {
+    pub phase: ResponsePhase,
+    pub request_body: bool,
+    pub response_body: bool,
+    /// Idle instances kept for the next transactions.
+    pub pool: usize,
+}
+
+/// A loaded proxy-wasm filter.
+pub(crate) struct Filter {
+    template: Template,
+    options: Options,
+    events: Events,
+    /// Boxed, so that moving an instance between the pool and a transaction moves
+    /// a pointer.
+    #[allow(clippy::vec_box)]
+    idle: Mutex<Vec<Box<Vm>>>,
+    /// The instance whose root context gets `proxy_on_tick`.
+    root: Mutex<Option<Box<Vm>>>,
+    failures: Counter,
+    timeouts: Counter,
+}
+
+/// The filter's part of a transaction: its instance and HTTP context.
+#[derive(Default)]
+struct Stream {
+    /// In a lock only because the log event sees the transaction read-only; every
+    /// other event reaches it without locking.
+    vm: Mutex<Option<Box<Vm>>>,
+    context: i32,
+}
+
+impl Stream {
+    fn vm(&mut self) -> &mut Option<Box<Vm>> {
+        self.vm.get_mut().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Filter {
+    /// A filter from its template; `root` is the instance made at load.
+    pub fn new(
+        template: Template,
+        root: Vm,
+        options: Options,
+        failures: Counter,
+        timeouts: Counter,
+    ) -> Filter {
+        let mut events = vec![Event::RequestHeaders, Event::Log];
+        if template.reads_lookup {
+            events.push(Event::CacheLookup);
+        }
+        events.push(match options.phase {
+            ResponsePhase::Deliver => Event::DeliverHeaders,
+            ResponsePhase::Origin => Event::ResponseHeaders,
+        });
+        if options.request_body {
+            events.push(Event::RequestBody);
+        }
+        if options.response_body {
+            events.push(match options.phase {
+                ResponsePhase::Deliver => Event::DeliverBody,
+                ResponsePhase::Origin => Event::ResponseBody,
+            });
+        }
+        Filter {
+            template,
+            options,
+            events: Events::of(&events),
+            idle: Mutex::new(Vec::new()),
+            root: Mutex::new(Some(Box::new(root))),
+            failures,
+            timeouts,
+        }
+    }
+
+    fn checkout(&self) -> Box<Vm> {
+        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match idle {
+            Some(vm) => vm,
+            None => Box::new(self.template.instantiate().unwrap_or_else(|e| {
+                self.failures.inc();
+                panic!("wasm filter `{}`: {e}", self.template.shared.name)
+            })),
+        }
+    }
+
+    fn checkin(&self, mut vm: Box<Vm>) {
+        vm.store.data_mut().reset_transaction();
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < self.options.pool {
+            idle.push(vm);
+        }
+    }
+
+    /// Counts and reports a failed callback; the instance is already dropped, and the
+    /// next transaction gets a fresh one. Panics: the engine fails the transaction
+    /// (500, or passes it by when the module is optional).
+    fn fail(&self, callback: &str, e: wasmtime::Error) -> ! {
+        self.failures.inc();
+        if crate::vm::is_timeout(&e) {
+            self.timeouts.inc();
+        }
+        panic!(
+            "wasm filter `{}` failed in {callback}: {}",
+            self.template.shared.name,
+            crate::vm::describe(&e)
+        )
+    }
+
+    /// Runs `f` on the transaction's instance (taken from the pool at the first
+    /// callback). `f` gives back what it moved into the instance, and the call's
+    /// result: on a failure the instance is dropped (the caller restores what it
+    /// moved, then calls [`Filter::fail`]).
+    fn with_stream<R>(
+        &self,
+        txn: &mut Txn,
+        f: impl FnOnce(&mut Vm, i32) -> (R, wasmtime::Result<()>),
+    ) -> Option<(R, wasmtime::Result<()>)> {
+        let stream = txn.state::<Stream>();
+        let mut vm = match stream.vm().take() {
+            Some(vm) => vm,
+            None if stream.context == 0 => {
+                let mut vm = self.checkout();
+                let client = txn.client_addr();
+                vm.store.data_mut().client = Some(client);
+                match vm.new_context() {
+                    Ok(id) => txn.state::<Stream>().context = id,
+                    Err(e) => self.fail("proxy_on_context_create", e),
+                }
+                vm
+            }
+            // The instance failed earlier in this transaction.
+            None => return None,
+        };
+        let context = txn.state::<Stream>().context;
+        let (back, result) = f(&mut vm, context);
+        if result.is_ok() {
+            let steer = vm.store.data_mut().steer.take();
+            if let Some(steer) = steer {
+                apply(txn, *steer);
+            }
+            *txn.state::<Stream>().vm() = Some(vm);
+        }
+        Some((back, result))
+    }
+
+    fn local_response(&self, txn: &mut Txn) -> Flow<'static> {
+        let stream = txn.state::<Stream>();
+        match stream
+            .vm()
+            .as_mut()
+            .and_then(|vm| vm.store.data_mut().local_response.take())
+        {
+            Some(reply) => Flow::Respond(reply),
+            None => Flow::Continue,
+        }
+    }
+
+    fn body(&self, txn: &mut Txn, chunk: &mut BodyChunk, request: bool) -> Flow<'static> {
+        let (kind, func, name) = match request {
+            true => (BufferType::RequestBody, "proxy_on_request_body", 0),
+            false => (BufferType::ResponseBody, "proxy_on_response_body", 1),
+        };
+        let data = std::mem::take(&mut chunk.data);
+        let last = chunk.last;
+        let out = self.with_stream(txn, |vm, ctx| {
+            let f = match name {
+                0 => vm.exports.request_body.clone(),
+                _ => vm.exports.response_body.clone(),
+            };
+            vm.store.data_mut().body = Some((kind, data.to_vec()));
+            let r = match f {
+                Some(f) => vm.call(f, (ctx, data.len() as i32, last as i32)).map(drop),
+                None => Ok(()),
+            };
+            (vm.store.data_mut().body.take().map(|(_, b)| b), r)
+        });
+        match out {
+            Some((Some(b), Ok(()))) => chunk.data = Bytes::from(b),
+            Some((_, Err(e))) => {
+                chunk.data = data;
+                self.fail(func, e)
+            }
+            _ => chunk.data = data,
+        }
+        self.local_response(txn)
+    }
+
+    fn headers_call(
+        vm: &mut Vm,
+        f: Option<TypedFunc<(i32, i32, i32), i32>>,
+        ctx: i32,
+        count: usize,
+        end: bool,
+    ) -> wasmtime::Result<()> {
+        if let Some(f) = f {
+            vm.call(f, (ctx, count as i32, end as i32))?;
+        }
+        Ok(())
+    }
+
+    fn response_headers(&self, txn: &mut Txn, response: &mut ResponseHead) -> Flow<'static> {
+        if self.options.response_body {
+            txn.whole_body();
+            txn.body_length_may_change();
+        }
+        let end = response.status == StatusCode::NO_CONTENT
+            || response.status == StatusCode::NOT_MODIFIED
+            || response
+                .headers
+                .get("content-length")
+                .is_some_and(|v| v == "0");
+        let back = self.with_stream(txn, |vm, ctx| {
+            let count = response.headers.len();
+            let host = vm.store.data_mut();
+            host.status = Some(response.status);
+            host.response_headers = Some(std::mem::take(&mut response.headers));
+            let f = vm.exports.response_headers.clone();
+            let r = Self::headers_call(vm, f, ctx, count, end);
+            let host = vm.store.data_mut();
+            response.headers = host.response_headers.take().unwrap_or_default();
+            response.status = host.status.unwrap_or(response.status);
+            ((), r)
+        });
+        if let Some(((), Err(e))) = back {
+            self.fail("proxy_on_response_headers", e);
+        }
+        self.local_response(txn)
+    }
+}
+
+/// Applies what a filter asked of the cache to the transaction.
+fn apply(txn: &mut Txn, steer: CacheSteer) {
+    let cache = txn.cache();
+    cache.skip |= steer.skip;
+    if steer.ttl.is_some() {
+        cache.ttl = steer.ttl;
+    }
+    for v in steer.variants {
+        cache.variant = Some(match cache.variant.take() {
+            Some(old) => format!("{old}+{v}").into(),
+            None => v.into(),
+        });
+    }
+    cache.tags.extend(steer.tags);
+}
+
+/// `proxy_on_log`, `proxy_on_done` and `proxy_on_delete` of an HTTP context.
+fn end_stream(vm: &mut Vm, ctx: i32) -> wasmtime::Result<()> {
+    if let Some(f) = vm.exports.log.clone() {
+        vm.call(f, ctx)?;
+    }
+    if let Some(f) = vm.exports.done.clone() {
+        vm.call(f, ctx)?;
+    }
+    if let Some(f) = vm.exports.delete.clone() {
+        vm.call(f, ctx)?;
+    }
+    Ok(())
+}
+
+fn request_ends(request: &RequestHead) -> bool {
+    let h: &HeaderMap = &request.headers;
+    !h.contains_key("transfer-encoding") && h.get("content-length").is_none_or(|v| v == "0")
+}
+
+impl Module for Filter {
+    fn name(&self) -> &str {
+        "wasm"
+    }
+
+    fn events(&self) -> Events {
+        self.events
+    }
+
+    fn on_request_headers<'a>(
+        &'a self,
+        txn: &'a mut Txn,
+        request: &'a mut RequestHead,
+    ) -> Flow<'a> {
+        if self.options.request_body {
+            txn.whole_body();
+            txn.body_length_may_change();
+        }
+        let end = request_ends(request);
+        // The head moves into the instance for the call and back out after it, even
+        // when the call fails (an optional filter's request goes on unchanged).
+        let back = self.with_stream(txn, |vm, ctx| {
+            let count = request.headers.len();
+            let host: &mut Host = vm.store.data_mut();
+            host.method = std::mem::take(&mut request.method);
+            host.uri = std::mem::take(&mut request.uri);
+            host.request_headers = Some(std::mem::take(&mut request.headers));
+            let f = vm.exports.request_headers.clone();
+            let r = Self::headers_call(vm, f, ctx, count, end);
+            let host = vm.store.data_mut();
+            request.method = host.method.clone();
+            request.uri = host.uri.clone();
+            request.headers = host.request_headers.take().unwrap_or_default();
+            ((), r)
+        });
+        if let Some(((), Err(e))) = back {
+            self.fail("proxy_on_request_headers", e);
+        }
+        self.local_response(txn)
+    }
+
+    fn on_cache_lookup<'a>(&'a self, txn: &'a mut Txn, lookup: CacheLookup) -> Flow<'a> {
+        if let Some(vm) = txn.state::<Stream>().vm().as_mut() {
+            vm.store.data_mut().lookup = Some(lookup);
+        }
+        Flow::Continue
+    }
+
+    fn on_request_body<'a>(&'a self, txn: &'a mut Txn, chunk: &'a mut BodyChunk) -> Flow<'a> {
+        self.body(txn, chunk, true)
+    }
+
+    fn on_response_headers<'a>(
+        &'a self,
+        txn: &'a mut Txn,
+        response: &'a mut ResponseHead,
+    ) -> Flow<'a> {
+        self.response_headers(txn, response)
+    }
+
+    fn on_response_body<'a>(&'a self, txn: &'a mut Txn, chunk: &'a mut BodyChunk) -> Flow<'a> {
+        self.body(txn, chunk, false)
+    }
+
+    fn on_deliver_headers<'a>(
+        &'a self,
+        txn: &'a mut Txn,
+        response: &'a mut ResponseHead,
+    ) -> Flow<'a> {
+        self.response_headers(txn, response)
+    }
+
+    fn on_deliver_body<'a>(&'a self, txn: &'a mut Txn, chunk: &'a mut BodyChunk) -> Flow<'a> {
+        self.body(txn, chunk, false)
+    }
+
+    fn on_log(&self, txn: &Txn) {
+        // The log event sees the transaction read-only: the instance is taken out of
+        // the state through a shared cell.
+        let Some(stream) = txn.state_ref::<Stream>() else {
+            return;
+        };
+        let Some(mut vm) = stream.vm.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            return;
+        };
+        let ctx = stream.context;
+        let ends = end_stream(&mut vm, ctx);
+        match ends {
+            Ok(()) => self.checkin(vm),
+            Err(e) => self.fail("proxy_on_log", e),
+        }
+    }
+
+    fn timers(&self) -> Vec<Timer> {
+        match self.template.tick_period() {
+            Some(period) => vec![Timer {
+                id: 0,
+                after: period,
+                every: Some(period),
+            }],
+            None => Vec::new(),
+        }
+    }
+
+    fn on_timer(&self, _id: u32) {
+        let mut root = self.root.lock().unwrap_or_else(|e| e.into_inner());
+        let vm = match root.as_mut() {
+            Some(vm) => vm,
+            None => match self.template.instantiate() {
+                Ok(vm) => root.insert(Box::new(vm)),
+                Err(e) => {
+                    self.failures.inc();
+                    tracing::error!(filter = %self.template.shared.name, "{e}");
+                    return;
+                }
+            },
+        };
+        let Some(tick) = vm.exports.tick.clone() else {
+            return;
+        };
+        if let Err(e) = vm.call(tick, ROOT) {
+            *root = None;
+            self.fail("proxy_on_tick", e);
+        }
+    }
+}

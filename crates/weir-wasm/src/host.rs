@@ -1,0 +1,165 @@
+//! What the host keeps for one filter instance: the filter's memory and allocator,
+//! its limits, what the current callback works on (heads, body, a local response),
+//! what the transaction knows (request line, client, cache lookup), and what every
+//! instance of the filter shares (shared data, metrics, configuration).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use wasmtime::{Memory, StoreLimits, TypedFunc};
+use weir_api::http::{HeaderMap, Method, StatusCode, Uri};
+use weir_api::{CacheLookup, Counter, ModuleContext, Reply};
+
+/// What every instance of one configured filter shares.
+pub(crate) struct Shared {
+    /// The filter's name (`plugin_name`).
+    pub name: String,
+    /// `vm_configuration` (buffer type 6).
+    pub vm_configuration: Vec<u8>,
+    /// `configuration` (buffer type 7).
+    pub configuration: Vec<u8>,
+    /// `proxy_get/set_shared_data`: value and compare-and-swap version per key.
+    pub data: Mutex<HashMap<String, (Vec<u8>, u32)>>,
+    /// `proxy_define_metric` and friends.
+    pub metrics: Mutex<Vec<Metric>>,
+    /// The tick period the root context asked for, in milliseconds (0: none).
+    pub tick_ms: AtomicU32,
+    /// The engine's services: the cache for `weir_invalidate`, counters for metrics.
+    pub context: ModuleContext,
+}
+
+/// A metric a filter defined.
+pub(crate) struct Metric {
+    pub name: String,
+    /// 0 counter, 1 gauge, 2 histogram.
+    pub kind: i32,
+    pub value: Arc<AtomicI64>,
+    /// Counters are exported as `weir_module_<name>_total`.
+    pub counter: Option<Counter>,
+}
+
+impl Shared {
+    /// The metric called `name` of `kind`, defined on first use.
+    pub fn define_metric(&self, kind: i32, name: &str) -> u32 {
+        let mut metrics = self.metrics.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = metrics
+            .iter()
+            .position(|m| m.name == name && m.kind == kind)
+        {
+            return i as u32;
+        }
+        let counter = (kind == 0).then(|| {
+            let exported: String = name
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect();
+            self.context
+                .counter(&exported, "a counter defined by a proxy-wasm filter")
+        });
+        metrics.push(Metric {
+            name: name.to_string(),
+            kind,
+            value: Arc::default(),
+            counter,
+        });
+        (metrics.len() - 1) as u32
+    }
+
+    /// Runs `f` on metric `id`, if defined.
+    pub fn with_metric<R>(&self, id: i32, f: impl FnOnce(&Metric) -> R) -> Option<R> {
+        let metrics = self.metrics.lock().unwrap_or_else(|e| e.into_inner());
+        metrics.get(id as u32 as usize).map(f)
+    }
+}
+
+impl Metric {
+    /// `proxy_increment_metric`.
+    pub fn add(&self, offset: i64) {
+        self.value.fetch_add(offset, Ordering::Relaxed);
+        if let (Some(c), Ok(n)) = (&self.counter, u64::try_from(offset)) {
+            c.add(n);
+        }
+    }
+}
+
+/// Cache steering a filter asked for in a callback, applied to the transaction when
+/// the callback returns.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct CacheSteer {
+    pub skip: bool,
+    pub ttl: Option<Duration>,
+    pub variants: Vec<String>,
+    pub tags: Vec<String>,
+}
+
+/// The state of one filter instance, in its wasmtime store.
+pub(crate) struct Host {
+    pub memory: Option<Memory>,
+    /// `proxy_on_memory_allocate` (or `malloc`).
+    pub alloc: Option<TypedFunc<i32, i32>>,
+    pub limits: StoreLimits,
+    pub shared: Arc<Shared>,
+    /// The request line, for `:method`, `:path`, `:authority` and properties.
+    pub method: Method,
+    pub uri: Uri,
+    /// The request headers, during a request callback.
+    pub request_headers: Option<HeaderMap>,
+    /// The response status, once known.
+    pub status: Option<StatusCode>,
+    /// The response headers, during a response callback.
+    pub response_headers: Option<HeaderMap>,
+    /// The body buffer of the current body callback (request or response).
+    pub body: Option<(crate::abi::BufferType, Vec<u8>)>,
+    /// The arguments of the foreign function being called.
+    pub call_data: Vec<u8>,
+    pub client: Option<SocketAddr>,
+    pub lookup: Option<CacheLookup>,
+    /// Set by `proxy_send_local_response`.
+    pub local_response: Option<Reply>,
+    /// Set by the `weir_` cache functions.
+    pub steer: Option<Box<CacheSteer>>,
+}
+
+impl Host {
+    pub fn new(shared: Arc<Shared>, limits: StoreLimits) -> Host {
+        Host {
+            memory: None,
+            alloc: None,
+            limits,
+            shared,
+            method: Method::GET,
+            uri: Uri::default(),
+            request_headers: None,
+            status: None,
+            response_headers: None,
+            body: None,
+            call_data: Vec::new(),
+            client: None,
+            lookup: None,
+            local_response: None,
+            steer: None,
+        }
+    }
+
+    /// The cache steering of this callback, made on first use.
+    pub fn steer(&mut self) -> &mut CacheSteer {
+        self.steer.get_or_insert_with(Box::default)
+    }
+
+    /// Forgets what the last transaction left (an instance serves one after another).
+    pub fn reset_transaction(&mut self) {
+        self.method = Method::GET;
+        self.uri = Uri::default();
+        self.request_headers = None;
+        self.status = None;
+        self.response_headers = None;
+        self.body = None;
+        self.client = None;
+        self.lookup = None;
+        self.local_response = None;
+        self.steer = None;
+    }
+}

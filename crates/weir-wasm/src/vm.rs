@@ -1,0 +1,256 @@
+//! Filter instances: one wasmtime engine for the process (with a thread that advances
+//! its epoch, for callback deadlines), a compiled filter ready to instantiate, and an
+//! instance with its root context started and configured.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use wasmtime::{
+    Config, Engine, InstancePre, Linker, Module, Store, StoreLimitsBuilder, Trap, TypedFunc,
+};
+
+use crate::host::{Host, Shared};
+
+/// How often the engine's epoch advances: the granularity of callback deadlines.
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// The process's wasmtime engine, made on first use: Cranelift, epoch interruption,
+/// and a thread that advances the epoch every [`EPOCH_TICK`].
+pub(crate) fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).expect("wasmtime supports this machine");
+        let ticker = engine.weak();
+        std::thread::Builder::new()
+            .name("weir-wasm-epoch".into())
+            .spawn(move || loop {
+                std::thread::sleep(EPOCH_TICK);
+                match ticker.upgrade() {
+                    Some(e) => e.increment_epoch(),
+                    None => return,
+                }
+            })
+            .expect("a thread can be started");
+        engine
+    })
+}
+
+/// The filter's exported callbacks (`None`: not exported; the call is skipped).
+#[derive(Clone, Default)]
+pub(crate) struct Exports {
+    pub context_create: Option<TypedFunc<(i32, i32), ()>>,
+    pub vm_start: Option<TypedFunc<(i32, i32), i32>>,
+    pub configure: Option<TypedFunc<(i32, i32), i32>>,
+    pub tick: Option<TypedFunc<i32, ()>>,
+    pub request_headers: Option<TypedFunc<(i32, i32, i32), i32>>,
+    pub request_body: Option<TypedFunc<(i32, i32, i32), i32>>,
+    pub response_headers: Option<TypedFunc<(i32, i32, i32), i32>>,
+    pub response_body: Option<TypedFunc<(i32, i32, i32), i32>>,
+    pub log: Option<TypedFunc<i32, ()>>,
+    pub done: Option<TypedFunc<i32, i32>>,
+    pub delete: Option<TypedFunc<i32, ()>>,
+}
+
+/// A compiled filter, ready to instantiate.
+pub(crate) struct Template {
+    pre: InstancePre<Host>,
+    /// Whether the filter can read the cache lookup's result (it imports
+    /// `proxy_call_foreign_function` or `proxy_get_property`); if not, the lookup
+    /// event is not asked for.
+    pub reads_lookup: bool,
+    pub shared: Arc<Shared>,
+    memory_limit: usize,
+    /// Epoch ticks a callback may run.
+    deadline_ticks: u64,
+}
+
+/// Why a filter could not be loaded or started.
+pub(crate) type LoadError = String;
+
+impl Template {
+    /// Compiles `wasm` and links it against the host calls.
+    pub fn new(
+        wasm: &[u8],
+        shared: Arc<Shared>,
+        memory_limit: usize,
+        deadline: Duration,
+    ) -> Result<Template, LoadError> {
+        let engine = engine();
+        let module =
+            Module::new(engine, wasm).map_err(|e| format!("not a WebAssembly module: {e:#}"))?;
+        let abi = ["proxy_abi_version_0_2_1", "proxy_abi_version_0_2_0"];
+        if !module.exports().any(|e| abi.contains(&e.name())) {
+            return Err("not a proxy-wasm filter: it exports neither proxy_abi_version_0_2_1 nor proxy_abi_version_0_2_0".into());
+        }
+        let mut linker = Linker::new(engine);
+        crate::imports::define(&mut linker).map_err(|e| format!("{e:#}"))?;
+        let mut scratch = Store::new(engine, Host::new(shared.clone(), Default::default()));
+        crate::imports::stub_unknown(&mut linker, &module, &mut scratch)
+            .map_err(|e| format!("{e:#}"))?;
+        let pre = linker
+            .instantiate_pre(&module)
+            .map_err(|e| format!("cannot link the filter: {e:#}"))?;
+        let reads_lookup = module.imports().any(|i| {
+            matches!(
+                i.name(),
+                "proxy_call_foreign_function" | "proxy_get_property"
+            )
+        });
+        let ticks = deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64;
+        Ok(Template {
+            pre,
+            reads_lookup,
+            shared,
+            memory_limit,
+            // One more: the first tick may come at once.
+            deadline_ticks: ticks + 1,
+        })
+    }
+
+    /// A new instance with its root context (id 1) started and configured.
+    pub fn instantiate(&self) -> Result<Vm, LoadError> {
+        let limits = StoreLimitsBuilder::new()
+            .memory_size(self.memory_limit)
+            .instances(1)
+            .trap_on_grow_failure(true)
+            .build();
+        let mut store = Store::new(engine(), Host::new(self.shared.clone(), limits));
+        store.limiter(|h| &mut h.limits);
+        store.set_epoch_deadline(self.deadline_ticks);
+        let instance = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| format!("cannot instantiate the filter: {e:#}"))?;
+        let mut typed_err = None;
+        macro_rules! get {
+            ($name:literal) => {
+                match instance.get_func(&mut store, $name) {
+                    None => None,
+                    Some(f) => match f.typed(&store) {
+                        Ok(t) => Some(t),
+                        Err(e) => {
+                            typed_err = Some(format!("`{}` has the wrong type: {e}", $name));
+                            None
+                        }
+                    },
+                }
+            };
+        }
+        let exports = Exports {
+            context_create: get!("proxy_on_context_create"),
+            vm_start: get!("proxy_on_vm_start"),
+            configure: get!("proxy_on_configure"),
+            tick: get!("proxy_on_tick"),
+            request_headers: get!("proxy_on_request_headers"),
+            request_body: get!("proxy_on_request_body"),
+            response_headers: get!("proxy_on_response_headers"),
+            response_body: get!("proxy_on_response_body"),
+            log: get!("proxy_on_log"),
+            done: get!("proxy_on_done"),
+            delete: get!("proxy_on_delete"),
+        };
+        if let Some(e) = typed_err {
+            return Err(e);
+        }
+        let start = ["_initialize", "_start"]
+            .iter()
+            .find_map(|n| instance.get_typed_func::<(), ()>(&mut store, n).ok());
+        let mut vm = Vm {
+            store,
+            exports,
+            next_context: 2,
+            deadline_ticks: self.deadline_ticks,
+        };
+        let failed = |what: &str, e: wasmtime::Error| format!("{what} failed: {}", describe(&e));
+        if let Some(start) = start {
+            vm.call(start, ()).map_err(|e| failed("_start", e))?;
+        }
+        if let Some(f) = vm.exports.context_create.clone() {
+            vm.call(f, (ROOT, 0))
+                .map_err(|e| failed("proxy_on_context_create", e))?;
+        }
+        let sizes = (
+            self.shared.vm_configuration.len() as i32,
+            self.shared.configuration.len() as i32,
+        );
+        if let Some(f) = vm.exports.vm_start.clone() {
+            if vm
+                .call(f, (ROOT, sizes.0))
+                .map_err(|e| failed("proxy_on_vm_start", e))?
+                == 0
+            {
+                return Err("the filter's proxy_on_vm_start refused to start".into());
+            }
+        }
+        if let Some(f) = vm.exports.configure.clone() {
+            if vm
+                .call(f, (ROOT, sizes.1))
+                .map_err(|e| failed("proxy_on_configure", e))?
+                == 0
+            {
+                return Err(
+                    "the filter rejected its configuration (proxy_on_configure returned false)"
+                        .into(),
+                );
+            }
+        }
+        Ok(vm)
+    }
+
+    /// The tick period the filter asked for.
+    pub fn tick_period(&self) -> Option<Duration> {
+        match self.shared.tick_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms.into())),
+        }
+    }
+}
+
+/// The root context's id in every instance.
+pub(crate) const ROOT: i32 = 1;
+
+/// One instance of a filter.
+pub(crate) struct Vm {
+    pub store: Store<Host>,
+    pub exports: Exports,
+    next_context: i32,
+    deadline_ticks: u64,
+}
+
+impl Vm {
+    /// Calls `f` with the callback deadline armed.
+    pub fn call<P, R>(&mut self, f: TypedFunc<P, R>, args: P) -> wasmtime::Result<R>
+    where
+        P: wasmtime::WasmParams,
+        R: wasmtime::WasmResults,
+    {
+        self.store.set_epoch_deadline(self.deadline_ticks);
+        f.call(&mut self.store, args)
+    }
+
+    /// A fresh HTTP context, child of the root context.
+    pub fn new_context(&mut self) -> wasmtime::Result<i32> {
+        let id = self.next_context;
+        self.next_context = if id == i32::MAX { 2 } else { id + 1 };
+        if let Some(f) = self.exports.context_create.clone() {
+            self.call(f, (id, ROOT))?;
+        }
+        Ok(id)
+    }
+}
+
+/// A trap or error in words: a deadline overrun is named as such.
+pub(crate) fn describe(e: &wasmtime::Error) -> String {
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => "the callback ran past its deadline".into(),
+        _ => format!("{e:#}"),
+    }
+}
+
+/// Whether `e` is a deadline overrun.
+pub(crate) fn is_timeout(e: &wasmtime::Error) -> bool {
+    e.downcast_ref::<Trap>() == Some(&Trap::Interrupt)
+}
