@@ -5,7 +5,8 @@
 # the transparent-proxy test in a network namespace; webext-ublock-origin-firefox,
 # whose EasyList and EasyPrivacy the ad remover's tests load; c-icap, whose echo
 # service the ICAP module's tests run on a port of their own; chromium, which loads the
-# admin status page in the browser test), then builds once and
+# admin status page in the browser test; etcd-server, the etcd the cluster's tests
+# start on ports of their own), then builds once and
 # checks the shape of the code (tools/layer-check), runs the unit and integration
 # tests. Idempotent.
 set -euo pipefail
@@ -19,11 +20,12 @@ command -v iptables >/dev/null 2>&1 || need+=(iptables)
 dpkg -s webext-ublock-origin-firefox >/dev/null 2>&1 || need+=(webext-ublock-origin-firefox)
 command -v c-icap >/dev/null 2>&1 || need+=(c-icap)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq
-  # The lists, c-icap and chromium are optional (their tests say SKIPPED without
+  # The lists, c-icap, chromium and etcd are optional (their tests say SKIPPED without
   # them): curl is not.
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" ||
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends curl

@@ -68,6 +68,19 @@ pub(crate) fn set_cache_status(headers: &mut header::HeaderMap, ours: HeaderValu
     headers.insert(CACHE_STATUS, combined.unwrap_or(ours));
 }
 
+/// `cluster=out-of-touch` added to our `Cache-Status` entry while this node of a
+/// cluster may have missed invalidations (and so validates everything it serves).
+pub(crate) fn out_of_touch(engine: &crate::engine::Engine, ours: HeaderValue) -> HeaderValue {
+    match &engine.cluster {
+        Some(c) if !c.in_touch() => {
+            let mut v = ours.as_bytes().to_vec();
+            v.extend_from_slice(b"; cluster=out-of-touch");
+            HeaderValue::from_bytes(&v).unwrap_or(ours)
+        }
+        _ => ours,
+    }
+}
+
 pub(crate) const CACHE_STATUS: header::HeaderName = header::HeaderName::from_static("cache-status");
 
 /// An error met at delivery: counted, answered, with its `Cache-Status`.

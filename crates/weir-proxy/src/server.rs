@@ -105,7 +105,8 @@ impl Server {
         }));
         let flights = Arc::new(weir_cache::Coalescer::new());
         let refresh = Arc::new(crate::refresh::RefreshRules::new(&config.cache));
-        crate::purge::detach_flights_on_invalidation(&cache, &flights);
+        let cluster = crate::cluster::ClusterLink::start(&config, &cache).map_err(StartError)?;
+        crate::purge::detach_flights_on_invalidation(&cache, &flights, cluster.clone());
         let upstream = Upstream::new(
             &config.upstream,
             &config.timeouts,
@@ -134,6 +135,7 @@ impl Server {
                 held: held.clone(),
                 modules: arc_swap::ArcSwap::new(modules),
                 refresh: refresh.clone(),
+                cluster: cluster.clone(),
             })
         };
         let weak = Arc::downgrade(&cache);
@@ -245,6 +247,7 @@ impl Server {
                     metrics: metrics.clone(),
                     reload: reload_tx.clone(),
                     content: content.clone(),
+                    cluster: cluster.as_ref().map(|c| c.cluster.clone()),
                     token: config.admin.token.as_ref().map(|t| t.0.clone()),
                     status: crate::admin::StatusFacts {
                         started,

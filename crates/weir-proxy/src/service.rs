@@ -76,6 +76,7 @@ pub(crate) async fn handle(
         upstream,
         origin_body,
     } = served;
+    let cache_status = crate::served::out_of_touch(&engine, cache_status);
     set_cache_status(response.headers_mut(), cache_status);
     let shared = crate::deliver::deliver!(&engine, &mut txn, &mut response, origin_body);
     let record = TxnRecord {
@@ -186,7 +187,7 @@ async fn transact(
     };
     let target = resolve_target(conn, &parts)?;
     if crate::purge::is_purge(&parts.method) {
-        return crate::purge::purge(engine, conn, &target, &parts.headers);
+        return crate::purge::purge(engine, conn, &target, &parts.headers).await;
     }
     match headers::max_forwards(&parts.method, &mut parts.headers) {
         MaxForwards::AnswerHere => return Ok(answer_here(&parts)),

@@ -106,6 +106,13 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
     }
     check_addresses(config, &mut report);
     check_modules(config, &mut report);
+    let mut cluster_issues = Vec::new();
+    if let Some(cluster) = &config.cluster {
+        super::cluster::check(cluster, &mut cluster_issues);
+    }
+    for issue in cluster_issues {
+        report(issue.keys, issue.message);
+    }
 
     let cache = &config.cache;
     if cache.memory.0 == 0 {
