@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use weir_cache::{Cache, CachedObject, Invalidation};
 use weir_cluster::{Applied, Cluster, Settings};
 
-use crate::config::{Config, DiskConfig};
+use crate::config::{Config, DiskConfig, ListenConfig, ListenMode};
 
 /// The file, in the disk tier's directory, that keeps the applied revision.
 const STATE_FILE: &str = "cluster-applied-revision";
@@ -18,6 +18,8 @@ const STATE_FILE: &str = "cluster-applied-revision";
 /// A running cluster node, as the engine uses it.
 pub(crate) struct ClusterLink {
     pub cluster: Arc<Cluster>,
+    /// `[cluster] lease`: also the longest a fill waits for the owner's answer.
+    pub lease: std::time::Duration,
     /// When this node lost the history of invalidations: what was stored before must
     /// be revalidated.
     lost_at: Arc<Mutex<Option<SystemTime>>>,
@@ -59,7 +61,11 @@ impl ClusterLink {
             state_file,
         };
         let cluster = Cluster::start(settings, apply)?;
-        Ok(Some(Arc::new(ClusterLink { cluster, lost_at })))
+        Ok(Some(Arc::new(ClusterLink {
+            cluster,
+            lease: c.lease.0,
+            lost_at,
+        })))
     }
 
     /// Puts an invalidation made here into the log.
@@ -83,6 +89,29 @@ impl ClusterLink {
             object.policy.age(now) >= since
         })
     }
+}
+
+/// The listener on `[cluster] peer_addr`: a forward proxy for the other nodes' fills,
+/// open to loopback and private networks, without modules (the node that has the
+/// client runs them).
+pub(crate) fn peer_listener(config: &Config) -> Option<ListenConfig> {
+    let c = config.cluster.as_ref()?;
+    let mut listener = Config::default().listen.into_iter().next()?;
+    listener.addr = c.peer_addr;
+    listener.mode = ListenMode::Forward;
+    listener.modules = Some(Vec::new());
+    listener.allow = [
+        "127.0.0.0/8",
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "::1/128",
+        "fc00::/7",
+    ]
+    .iter()
+    .filter_map(|n| n.parse().ok())
+    .collect();
+    Some(listener)
 }
 
 /// An invalidation as the log carries it (JSON).

@@ -21,6 +21,7 @@ mod forward;
 mod framing;
 mod headers;
 mod hooks;
+mod hop;
 mod interim;
 mod listener;
 pub mod metrics;

@@ -107,6 +107,12 @@ impl Server {
         let refresh = Arc::new(crate::refresh::RefreshRules::new(&config.cache));
         let cluster = crate::cluster::ClusterLink::start(&config, &cache).map_err(StartError)?;
         crate::purge::detach_flights_on_invalidation(&cache, &flights, cluster.clone());
+        if let Some(c) = &cluster {
+            let c = Arc::downgrade(&c.cluster);
+            metrics.set_cluster_source(Box::new(move || {
+                c.upgrade().map(|c| c.figures()).unwrap_or_default()
+            }));
+        }
         let upstream = Upstream::new(
             &config.upstream,
             &config.timeouts,
@@ -180,7 +186,11 @@ impl Server {
         let mut engines = Vec::new();
         let mut tls_listeners = Vec::new();
         let mut addrs = Vec::new();
-        for l in &config.listen {
+        for l in config
+            .listen
+            .iter()
+            .chain(crate::cluster::peer_listener(&config).as_ref())
+        {
             let tls = match &l.tls {
                 Some(t) => {
                     let t = Arc::new(TlsListener::new(t).map_err(|e| {

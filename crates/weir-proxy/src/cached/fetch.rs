@@ -57,7 +57,7 @@ impl Fetch {
                 return self.end(false);
             };
             let sent = tokio::select! {
-                r = engine.upstream.send(&self.origin, req) => r,
+                r = crate::hop::send(engine, &self.origin, self.key.url(), req) => r,
                 _ = self.flight.abandoned() => return self.end(false),
             };
             let response = match sent {
