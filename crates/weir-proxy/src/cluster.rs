@@ -3,6 +3,8 @@
 //! copy must be revalidated before it is served (the node is out of touch, or lost
 //! the history of invalidations while it had it).
 
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -10,7 +12,10 @@ use serde_json::{json, Value};
 use weir_cache::{Cache, CachedObject, Invalidation};
 use weir_cluster::{Applied, Cluster, Settings};
 
-use crate::config::{Config, DiskConfig, ListenConfig, ListenMode};
+use crate::config::{Config, DiskConfig, ListenConfig, ListenMode, LocalCopies};
+
+/// URLs the `hot` doorkeeper remembers before it starts over.
+const DOORKEEPER: usize = 100_000;
 
 /// The file, in the disk tier's directory, that keeps the applied revision.
 const STATE_FILE: &str = "cluster-applied-revision";
@@ -20,6 +25,11 @@ pub(crate) struct ClusterLink {
     pub cluster: Arc<Cluster>,
     /// `[cluster] lease`: also the longest a fill waits for the owner's answer.
     pub lease: std::time::Duration,
+    /// `[cluster] local_copies`.
+    local_copies: LocalCopies,
+    /// For `local_copies = "hot"`: the URLs fetched through their owner once lately
+    /// (a doorkeeper: the second fetch within its span keeps a copy).
+    once: Mutex<HashSet<u64>>,
     /// When this node lost the history of invalidations: what was stored before must
     /// be revalidated.
     lost_at: Arc<Mutex<Option<SystemTime>>>,
@@ -64,6 +74,8 @@ impl ClusterLink {
         Ok(Some(Arc::new(ClusterLink {
             cluster,
             lease: c.lease.0,
+            local_copies: c.local_copies,
+            once: Mutex::new(HashSet::new()),
             lost_at,
         })))
     }
@@ -71,6 +83,23 @@ impl ClusterLink {
     /// Puts an invalidation made here into the log.
     pub(crate) fn publish(&self, what: &Invalidation) {
         self.cluster.publish(encode(what));
+    }
+
+    /// Whether this node keeps a copy of `url`, which its owner just answered.
+    pub(crate) fn keeps_copy(&self, url: &str) -> bool {
+        match self.local_copies {
+            LocalCopies::All => true,
+            LocalCopies::None => false,
+            LocalCopies::Hot => {
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                url.hash(&mut hasher);
+                let mut once = self.once.lock().unwrap_or_else(|e| e.into_inner());
+                if once.len() >= DOORKEEPER {
+                    once.clear();
+                }
+                !once.insert(hasher.finish())
+            }
+        }
     }
 
     /// Whether this node may serve stored copies without revalidation at all.

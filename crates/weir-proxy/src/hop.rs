@@ -12,6 +12,10 @@ use crate::body::request::RequestBody;
 use crate::engine::Engine;
 use crate::upstream::{OriginAddr, UpstreamBody, UpstreamError};
 
+/// Set on an owner's answer that this node does not keep (`[cluster] local_copies`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NotKept;
+
 /// The field that marks a request from a peer; its value names the sending node.
 pub(crate) const HOP: http::HeaderName = http::HeaderName::from_static("weir-hop");
 
@@ -30,17 +34,10 @@ pub(crate) async fn send(
             .cluster
             .owner(url)
             .filter(|(name, _)| name != cluster.cluster.node())
-            .map(|(name, m)| {
-                (
-                    name,
-                    m.peer_addr,
-                    cluster.lease,
-                    cluster.cluster.node().to_string(),
-                )
-            }),
+            .map(|(name, m)| (name, m.peer_addr, cluster)),
         _ => None,
     };
-    let Some((owner, peer, lease, node)) = owner else {
+    let Some((owner, peer, cluster)) = owner else {
         return engine.upstream.send(origin, req).await;
     };
     let Some(peer_addr) = parse_peer(&peer) else {
@@ -55,11 +52,16 @@ pub(crate) async fn send(
     if let Ok(uri) = absolute.parse() {
         *req.uri_mut() = uri;
     }
-    if let Ok(v) = HeaderValue::from_str(&node) {
+    if let Ok(v) = HeaderValue::from_str(cluster.cluster.node()) {
         req.headers_mut().insert(HOP, v);
     }
-    match tokio::time::timeout(lease, engine.upstream.send(&peer_addr, req)).await {
-        Ok(Ok(response)) => Ok(response),
+    match tokio::time::timeout(cluster.lease, engine.upstream.send(&peer_addr, req)).await {
+        Ok(Ok(mut response)) => {
+            if !cluster.keeps_copy(url) {
+                response.extensions_mut().insert(NotKept);
+            }
+            Ok(response)
+        }
         Ok(Err(e)) => {
             tracing::debug!(%owner, error = ?e, "cluster: the owner failed; fetching from the origin");
             engine.upstream.send(origin, direct).await

@@ -91,6 +91,10 @@ impl Drop for Etcd {
 }
 
 fn node(etcd: &Etcd, name: &str) -> Proxy {
+    builder(etcd, name).start()
+}
+
+fn builder(etcd: &Etcd, name: &str) -> ProxyBuilder {
     Proxy::builder()
         .forward()
         .option("cluster", "etcd", &format!("[\"{}\"]", etcd.url()))
@@ -101,7 +105,6 @@ fn node(etcd: &Etcd, name: &str) -> Proxy {
             &format!("127.0.0.1:{}", free_port()),
         )
         .option("cluster", "lease", &format!("\"{LEASE}s\""))
-        .start()
 }
 
 async fn cluster_status(proxy: &Proxy) -> serde_json::Value {
@@ -173,10 +176,11 @@ async fn a_purge_acknowledged_at_one_node_is_a_miss_at_every_node() {
         .expect("an acknowledgment");
     assert!(ack.contains("members=3"), "{ack}");
 
-    // No sleep: acknowledged means applied everywhere.
+    // No sleep: acknowledged means applied everywhere. No node serves the old copy
+    // (the second may hit the new one its owner fetched for the first).
     for n in [&b, &c] {
         let got = get_via(n, &url).await;
-        assert!(!is_hit(&got.cache_status()), "{}", got.cache_status());
+        assert_eq!(got.text(), "version 2", "{}", got.cache_status());
     }
     // One fetch for the cluster: the owner's, which the other node's miss joined.
     assert_eq!(fetches.load(Ordering::SeqCst), before + 1);
@@ -434,4 +438,76 @@ async fn an_owner_killed_under_load_loses_no_request() {
     }
     assert!(total > 50, "only {total} requests");
     wait_joined(&[&b, &c], 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_local_copies_a_non_owner_keeps_nothing() {
+    need_etcd!();
+    let etcd = Etcd::start();
+    let none = |name| {
+        builder(&etcd, name)
+            .option("cluster", "local_copies", "none")
+            .start()
+    };
+    let (a, b) = (none("a"), none("b"));
+    wait_joined(&[&a, &b], 2).await;
+    let (origin, fetches) = counting_origin();
+    let url = origin.url("/obj");
+    // The node whose answer has another node's entry is the non-owner.
+    let first = get_via(&a, &url).await;
+    let non_owner = if first.cache_status().starts_with("weir-b") {
+        &a
+    } else {
+        &b
+    };
+    for _ in 0..3 {
+        let got = get_via(non_owner, &url).await;
+        let status = got.cache_status();
+        assert!(status.contains(", weir; fwd=miss"), "{status}");
+        assert!(!status.ends_with("stored"), "{status}");
+    }
+    assert_eq!(fetches.load(Ordering::SeqCst), 1, "the owner kept it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restarted_with_its_disk_tier_applies_what_it_missed() {
+    need_etcd!();
+    let etcd = Etcd::start();
+    let disk = temp_dir("cluster-disk");
+    let with_disk = || {
+        builder(&etcd, "c")
+            .option(
+                "cache",
+                "disk",
+                &format!(
+                    "{{ path = {:?}, size = \"64MiB\" }}",
+                    disk.display().to_string()
+                ),
+            )
+            .start()
+    };
+    let (a, mut c) = (node(&etcd, "a"), with_disk());
+    wait_joined(&[&a, &c], 2).await;
+    let (origin, fetches) = counting_origin();
+    let url = origin.url("/obj");
+    get_via(&c, &url).await;
+    assert!(is_hit(&get_via(&c, &url).await.cache_status()));
+    c.terminate();
+    assert!(c.wait_exit(Duration::from_secs(10)).is_some());
+    drop(c);
+    let purged = send(&proxied_client(a.forward_addr()), "PURGE", &url, &[], None).await;
+    assert!(
+        purged.header("weir-cluster-ack").is_some(),
+        "{}",
+        purged.text()
+    );
+    let c = with_disk();
+    wait_joined(&[&a, &c], 2).await;
+    let before = fetches.load(Ordering::SeqCst);
+    let got = get_via(&c, &url).await;
+    assert!(!is_hit(&got.cache_status()), "{}", got.cache_status());
+    assert_ne!(got.text(), "version 1");
+    assert!(fetches.load(Ordering::SeqCst) > before || got.cache_status().starts_with("weir-a"));
+    drop(c);
+    let _ = std::fs::remove_dir_all(&disk);
 }
