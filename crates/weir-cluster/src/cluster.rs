@@ -152,6 +152,21 @@ impl Cluster {
             && s.delivered >= s.registered
     }
 
+    /// Leaves the cluster (on shutdown): revokes the lease, so that its keys go at once
+    /// and no purge waits for this node.
+    pub async fn leave(&self) {
+        let lease = {
+            let mut s = self.shared.state();
+            s.leaving = true;
+            std::mem::take(&mut s.lease)
+        };
+        if lease != 0 {
+            if let Err(e) = self.shared.etcd.revoke(lease).await {
+                tracing::warn!(error = %e, "cluster: cannot leave; the lease will expire");
+            }
+        }
+    }
+
     /// This node's name.
     pub fn node(&self) -> &str {
         &self.shared.settings.node

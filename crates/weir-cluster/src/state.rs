@@ -47,6 +47,8 @@ pub(crate) struct State {
     pub unacked: u64,
     /// Times this node found itself out of touch (its lease lost or late).
     pub out_of_touch_times: u64,
+    /// The node is leaving (shutting down): it does not join again.
+    pub leaving: bool,
     /// The store's revision at the last etcd answer (for the lag).
     pub etcd_revision: i64,
 }

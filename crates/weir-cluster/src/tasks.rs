@@ -22,6 +22,9 @@ pub(crate) async fn session(shared: Arc<Shared>) {
     let lease = shared.settings.lease;
     let ttl = lease.as_secs_f64().ceil().max(1.0) as i64;
     loop {
+        if shared.state().leaving {
+            return;
+        }
         let sent = Instant::now();
         let id = match register(&shared, ttl).await {
             Ok(id) => id,
@@ -36,6 +39,9 @@ pub(crate) async fn session(shared: Arc<Shared>) {
         tracing::info!(node = %shared.settings.node, lease = id, "cluster: joined");
         loop {
             tokio::time::sleep(lease / 3).await;
+            if shared.state().leaving {
+                return;
+            }
             let sent = Instant::now();
             match shared.etcd.keep_alive(id).await {
                 Ok(true) => {

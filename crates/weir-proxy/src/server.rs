@@ -41,6 +41,8 @@ pub struct Server {
     reload_requests: Option<tokio::sync::mpsc::Receiver<ReloadRequest>>,
     log: Option<Arc<AccessLog>>,
     cache: Arc<weir_cache::Cache>,
+    /// This node's cluster, with `[cluster]`.
+    cluster: Option<Arc<crate::cluster::ClusterLink>>,
     accept_tasks: Vec<JoinHandle<()>>,
     admin_task: Option<JoinHandle<()>>,
     stop: watch::Sender<bool>,
@@ -281,6 +283,7 @@ impl Server {
             reload_requests: Some(reload_rx),
             log,
             cache,
+            cluster,
             accept_tasks,
             admin_task,
             stop,
@@ -374,6 +377,9 @@ impl Server {
         // What was stored is on disk before the process exits, so a restart finds it.
         let cache = self.cache.clone();
         let _ = tokio::task::spawn_blocking(move || cache.flush()).await;
+        if let Some(c) = &self.cluster {
+            c.cluster.leave().await;
+        }
         self.workers.stop();
     }
 }
