@@ -84,6 +84,13 @@ impl Shared {
         std::fs::read_to_string(path).ok()?.trim().parse().ok()
     }
 
+    /// Forgets the applied revision kept on disk.
+    pub fn forget_applied(&self) {
+        if let Some(path) = &self.settings.state_file {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
     /// Keeps `applied` on disk (write then rename: never a torn file).
     pub fn store_applied(&self, applied: i64) {
         let Some(path) = &self.settings.state_file else {

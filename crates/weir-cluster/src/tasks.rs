@@ -148,6 +148,8 @@ pub(crate) async fn watch(shared: Arc<Shared>) {
 /// Everything stored must be revalidated; the node goes on from etcd's present.
 fn history_lost(shared: &Shared) {
     (shared.apply)(Applied::HistoryLost);
+    // What is on disk is no use now: the next load starts from etcd's present.
+    shared.forget_applied();
     let mut s = shared.state();
     s.applied = 0;
     s.seen = 0;
