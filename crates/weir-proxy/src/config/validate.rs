@@ -109,6 +109,13 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
     let mut cluster_issues = Vec::new();
     if let Some(cluster) = &config.cluster {
         super::cluster::check(cluster, &mut cluster_issues);
+        let peer = cluster.peer_addr;
+        if config.listen.iter().any(|l| l.addr == peer) || config.admin.listen == Some(peer) {
+            cluster_issues.push(Issue {
+                keys: vec![KeyPath::top("cluster").key("peer_addr")],
+                message: format!("{peer} is already a listener's or the admin listener's address"),
+            });
+        }
     }
     for issue in cluster_issues {
         report(issue.keys, issue.message);

@@ -14,6 +14,7 @@ fn weir_check_names_the_cluster_key_at_fault() {
         ("lease = \"1.5s\"", "cluster.lease"),
         ("purge_ack_wait = \"1s\"", "cluster.purge_ack_wait"),
         ("local_copies = \"some\"", "cluster.local_copies"),
+        ("peer_addr = \"127.0.0.1:3128\"", "cluster.peer_addr"),
     ];
     for (line, key) in cases {
         let mut fields = vec![
@@ -22,10 +23,11 @@ fn weir_check_names_the_cluster_key_at_fault() {
             ("lease", "lease = \"3s\""),
             ("purge_ack_wait", "purge_ack_wait = \"5s\""),
             ("local_copies", "local_copies = \"all\""),
+            ("peer_addr", "peer_addr = \"127.0.0.1:7946\""),
         ];
         let name = line.split(' ').next().unwrap();
         fields.retain(|(n, _)| *n != name);
-        let mut text = String::from("[cluster]\npeer_addr = \"127.0.0.1:7946\"\n");
+        let mut text = String::from("[cluster]\n");
         for (_, f) in &fields {
             text.push_str(f);
             text.push('\n');
