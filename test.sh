@@ -6,7 +6,8 @@
 # whose EasyList and EasyPrivacy the ad remover's tests load; c-icap, whose echo
 # service the ICAP module's tests run on a port of their own; chromium, which loads the
 # admin status page in the browser test; nodejs and npm, which build the proxy-wasm
-# example filter in examples/wasm-add-header from npm packages), then builds once and
+# example filter in examples/wasm-add-header from npm packages; etcd-server, the etcd
+# the cluster's tests start on ports of their own), then builds once and
 # checks the shape of the code (tools/layer-check), runs the unit and integration
 # tests. Idempotent.
 set -euo pipefail
@@ -22,11 +23,12 @@ command -v c-icap >/dev/null 2>&1 || need+=(c-icap)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 if [ ${#need[@]} -gt 0 ]; then
   echo "test.sh: installing ${need[*]}"
   if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
   $sudo apt-get update -qq
-  # The lists, c-icap, chromium and npm are optional (their tests say SKIPPED without
+  # The lists, c-icap, chromium, npm and etcd are optional (their tests say SKIPPED without
   # them): curl is not.
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" ||
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends curl

@@ -9,7 +9,9 @@ use std::time::SystemTime;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Response, StatusCode};
 use weir_cache::groups::{group_names, CACHE_GROUP_INVALIDATION};
-use weir_cache::{CacheKey, FlightReader, Invalidation, Join, Lookup, Sharing, StaleUse};
+use weir_cache::{
+    CacheKey, CachedObject, FlightReader, Invalidation, Join, Lookup, Sharing, StaleUse,
+};
 
 use crate::body::{ProxyBody, RequestBody};
 use crate::engine::Engine;
@@ -110,6 +112,20 @@ pub(crate) async fn serve(
             hit = CacheOutcome::DiskHit;
         }
     }
+    // A cluster node that may have missed invalidations serves nothing unvalidated.
+    let must_revalidate = |object: &CachedObject, now| {
+        engine
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.must_revalidate(object, now))
+    };
+    let mut revalidate = false;
+    if let Lookup::Fresh(object) = &found {
+        if must_revalidate(object, now) {
+            revalidate = true;
+            found = Lookup::Stale(object.clone());
+        }
+    }
     if txn.as_ref().is_some_and(|t| t.wants(Event::CacheLookup)) {
         let seen = match &found {
             Lookup::Fresh(_) => CacheLookup::Fresh,
@@ -124,7 +140,9 @@ pub(crate) async fn serve(
         Lookup::Fresh(object) => return Ok(serve_object(&object, &parts, now, hit, HIT)),
         Lookup::Stale(object) => {
             let window = engine.cache.settings().stale_while_revalidate;
-            if object.may_serve_stale(&parts.headers, now, StaleUse::WhileRevalidate, window) {
+            if !revalidate
+                && object.may_serve_stale(&parts.headers, now, StaleUse::WhileRevalidate, window)
+            {
                 let stale = object.clone();
                 fetch_in_background(engine, &key, &parts, &target, txn, Some(stale), ticket);
                 return Ok(serve_object(
@@ -156,7 +174,7 @@ pub(crate) async fn serve(
         .await;
     }
     let recheck = || match engine.cache.lookup(&key, &parts, SystemTime::now()) {
-        Lookup::Fresh(o) => Some(o),
+        Lookup::Fresh(o) if !must_revalidate(&o, SystemTime::now()) => Some(o),
         _ => None,
     };
     // A request that says no-cache is answered by a fetch that begins after it

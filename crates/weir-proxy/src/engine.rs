@@ -9,6 +9,7 @@ use std::sync::Arc;
 use weir_cache::PolicyOptions;
 
 use crate::access_log::AccessLog;
+use crate::cluster::ClusterLink;
 use crate::config::LimitsConfig;
 use crate::flight::FlightHead;
 use crate::hooks::budget::HeldBudget;
@@ -35,6 +36,8 @@ pub(crate) struct Engine {
     pub modules: arc_swap::ArcSwap<ListenerChains>,
     /// `[[cache.refresh]]`, shared by every listener.
     pub refresh: Arc<RefreshRules>,
+    /// This node's cluster, with `[cluster]`.
+    pub cluster: Option<Arc<ClusterLink>>,
 }
 
 impl Engine {

@@ -15,6 +15,7 @@ use prometheus_client::registry::{Metric, Registry, Unit};
 use crate::config::ListenMode;
 
 mod cache;
+mod cluster;
 mod encode;
 mod figures;
 mod labels;
@@ -67,6 +68,7 @@ pub struct Metrics {
     origin_reused: Counter,
     cache_source: Arc<Mutex<Option<CacheSource>>>,
     purge_source: purge::PurgeSource,
+    cluster_source: cluster::ClusterSource,
     listener: listener::ListenerCounters,
     module_failures: prometheus_client::metrics::family::Family<Vec<(String, String)>, Counter>,
     module_body_refused: Counter,
@@ -173,6 +175,7 @@ impl Metrics {
             origin_reused,
             cache_source,
             purge_source,
+            cluster_source: Default::default(),
             listener,
         }
     }
@@ -273,6 +276,11 @@ impl Metrics {
         *lock(&self.purge_source) = Some(Arc::from(source));
     }
 
+    /// This node's cluster figures, read when metrics are scraped (with `[cluster]`).
+    pub fn set_cluster_source(&self, source: Box<dyn Fn() -> weir_cluster::Figures + Send + Sync>) {
+        *lock(&self.cluster_source) = Some(Arc::from(source));
+    }
+
     /// The Prometheus text exposition of every metric.
     ///
     /// This is the OpenMetrics text format (ending in `# EOF`), to be served as
@@ -285,6 +293,7 @@ impl Metrics {
         self.module_events.encode(&mut more);
         self.reports.encode(&mut more);
         process::encode(&mut more);
+        cluster::encode(&self.cluster_source, &mut more);
         if !more.is_empty() {
             // OpenMetrics ends with "# EOF"; the module counters go before it.
             let end = out.rfind("# EOF").unwrap_or(out.len());

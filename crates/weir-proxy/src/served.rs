@@ -68,6 +68,33 @@ pub(crate) fn set_cache_status(headers: &mut header::HeaderMap, ours: HeaderValu
     headers.insert(CACHE_STATUS, combined.unwrap_or(ours));
 }
 
+/// Our `Cache-Status` entry in a cluster: named `weir-<node>` in an answer to a peer
+/// (so that the client of the node it reached sees one entry per node, that node's
+/// named `weir`), with `cluster=out-of-touch` while this node may have missed
+/// invalidations (and so validates everything it serves).
+pub(crate) fn cluster_entry(
+    engine: &crate::engine::Engine,
+    ours: HeaderValue,
+    to_peer: bool,
+) -> HeaderValue {
+    let Some(c) = &engine.cluster else {
+        return ours;
+    };
+    let mut v = Vec::with_capacity(ours.len() + 32);
+    match ours.as_bytes().strip_prefix(b"weir") {
+        Some(rest) if to_peer => {
+            v.extend_from_slice(b"weir-");
+            v.extend_from_slice(c.cluster.node().as_bytes());
+            v.extend_from_slice(rest);
+        }
+        _ => v.extend_from_slice(ours.as_bytes()),
+    }
+    if !c.in_touch() {
+        v.extend_from_slice(b"; cluster=out-of-touch");
+    }
+    HeaderValue::from_bytes(&v).unwrap_or(ours)
+}
+
 pub(crate) const CACHE_STATUS: header::HeaderName = header::HeaderName::from_static("cache-status");
 
 /// An error met at delivery: counted, answered, with its `Cache-Status`.

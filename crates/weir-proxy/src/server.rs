@@ -41,6 +41,8 @@ pub struct Server {
     reload_requests: Option<tokio::sync::mpsc::Receiver<ReloadRequest>>,
     log: Option<Arc<AccessLog>>,
     cache: Arc<weir_cache::Cache>,
+    /// This node's cluster, with `[cluster]`.
+    cluster: Option<Arc<crate::cluster::ClusterLink>>,
     accept_tasks: Vec<JoinHandle<()>>,
     admin_task: Option<JoinHandle<()>>,
     stop: watch::Sender<bool>,
@@ -105,7 +107,14 @@ impl Server {
         }));
         let flights = Arc::new(weir_cache::Coalescer::new());
         let refresh = Arc::new(crate::refresh::RefreshRules::new(&config.cache));
-        crate::purge::detach_flights_on_invalidation(&cache, &flights);
+        let cluster = crate::cluster::ClusterLink::start(&config, &cache).map_err(StartError)?;
+        crate::purge::detach_flights_on_invalidation(&cache, &flights, cluster.clone());
+        if let Some(c) = &cluster {
+            let c = Arc::downgrade(&c.cluster);
+            metrics.set_cluster_source(Box::new(move || {
+                c.upgrade().map(|c| c.figures()).unwrap_or_default()
+            }));
+        }
         let upstream = Upstream::new(
             &config.upstream,
             &config.timeouts,
@@ -134,6 +143,7 @@ impl Server {
                 held: held.clone(),
                 modules: arc_swap::ArcSwap::new(modules),
                 refresh: refresh.clone(),
+                cluster: cluster.clone(),
             })
         };
         let weak = Arc::downgrade(&cache);
@@ -178,7 +188,11 @@ impl Server {
         let mut engines = Vec::new();
         let mut tls_listeners = Vec::new();
         let mut addrs = Vec::new();
-        for l in &config.listen {
+        for l in config
+            .listen
+            .iter()
+            .chain(crate::cluster::peer_listener(&config).as_ref())
+        {
             let tls = match &l.tls {
                 Some(t) => {
                     let t = Arc::new(TlsListener::new(t).map_err(|e| {
@@ -245,6 +259,7 @@ impl Server {
                     metrics: metrics.clone(),
                     reload: reload_tx.clone(),
                     content: content.clone(),
+                    cluster: cluster.as_ref().map(|c| c.cluster.clone()),
                     token: config.admin.token.as_ref().map(|t| t.0.clone()),
                     status: crate::admin::StatusFacts {
                         started,
@@ -268,6 +283,7 @@ impl Server {
             reload_requests: Some(reload_rx),
             log,
             cache,
+            cluster,
             accept_tasks,
             admin_task,
             stop,
@@ -361,6 +377,9 @@ impl Server {
         // What was stored is on disk before the process exits, so a restart finds it.
         let cache = self.cache.clone();
         let _ = tokio::task::spawn_blocking(move || cache.flush()).await;
+        if let Some(c) = &self.cluster {
+            c.cluster.leave().await;
+        }
         self.workers.stop();
     }
 }

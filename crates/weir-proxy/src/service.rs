@@ -42,6 +42,7 @@ pub(crate) async fn handle(
     let https = conn.listener.setup.tls.is_some();
     let log = engine.log.as_ref().map(|_| LogInfo::new(&req, https));
     let bytes_in = headers::content_length(req.headers()).unwrap_or(0);
+    let from_peer = req.headers().contains_key(crate::hop::HOP);
     let mut txn = {
         let chains = engine.modules.load();
         // A route's modules apply from the first event, so the route is found from the
@@ -76,6 +77,7 @@ pub(crate) async fn handle(
         upstream,
         origin_body,
     } = served;
+    let cache_status = crate::served::cluster_entry(&engine, cache_status, from_peer);
     set_cache_status(response.headers_mut(), cache_status);
     let shared = crate::deliver::deliver!(&engine, &mut txn, &mut response, origin_body);
     let record = TxnRecord {
@@ -186,7 +188,7 @@ async fn transact(
     };
     let target = resolve_target(conn, &parts)?;
     if crate::purge::is_purge(&parts.method) {
-        return crate::purge::purge(engine, conn, &target, &parts.headers);
+        return crate::purge::purge(engine, conn, &target, &parts.headers).await;
     }
     match headers::max_forwards(&parts.method, &mut parts.headers) {
         MaxForwards::AnswerHere => return Ok(answer_here(&parts)),

@@ -158,6 +158,7 @@ pub fn run(args: Args) -> Result<(), String> {
     let measured = args.rounds as f64 * 3.0 * args.phase_secs;
     let plan = Plan {
         proxy: weir.addr,
+        also: Vec::new(),
         origins: origin.addrs.clone(),
         rate: args.rate,
         fill: Duration::from_secs_f64(args.fill_secs),

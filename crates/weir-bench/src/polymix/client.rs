@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,8 @@ pub struct Sample {
 #[derive(Clone)]
 pub struct Plan {
     pub proxy: SocketAddr,
+    /// More proxies: connections go to `proxy` and these in turn.
+    pub also: Vec<SocketAddr>,
     pub origins: Vec<SocketAddr>,
     pub rate: f64,
     pub fill: Duration,
@@ -121,7 +123,9 @@ impl Live {
 }
 
 struct Pool {
-    proxy: SocketAddr,
+    proxies: Vec<SocketAddr>,
+    /// The proxy the next new connection goes to.
+    next: AtomicUsize,
     idle: Mutex<Vec<SendRequest<Empty<Bytes>>>>,
     // One request in flight per connection: the permits bound the connections.
     permits: Semaphore,
@@ -131,7 +135,10 @@ struct Pool {
 /// timeout for the answers in flight, and abandons (counts as errors) the rest.
 pub async fn run(model: &Model, plan: &Plan, live: Arc<Live>, start: Instant) {
     let pool = Arc::new(Pool {
-        proxy: plan.proxy,
+        proxies: std::iter::once(plan.proxy)
+            .chain(plan.also.iter().copied())
+            .collect(),
+        next: AtomicUsize::new(0),
         idle: Mutex::new(Vec::new()),
         permits: Semaphore::new(plan.max_connections),
     });
@@ -293,9 +300,10 @@ async fn fetch(pool: &Pool, live: &Live, target: &str, host: &str) -> Result<Fet
 }
 
 async fn connect(pool: &Pool, live: &Live) -> Result<SendRequest<Empty<Bytes>>, String> {
-    let tcp = tokio::net::TcpStream::connect(pool.proxy)
+    let proxy = pool.proxies[pool.next.fetch_add(1, Ordering::Relaxed) % pool.proxies.len()];
+    let tcp = tokio::net::TcpStream::connect(proxy)
         .await
-        .map_err(|e| format!("cannot connect to the proxy at {}: {e}", pool.proxy))?;
+        .map_err(|e| format!("cannot connect to the proxy at {proxy}: {e}"))?;
     let _ = tcp.set_nodelay(true);
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
         .await

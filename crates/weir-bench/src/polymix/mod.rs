@@ -38,6 +38,10 @@ pub struct Args {
     /// proxy, or with --reverse a reverse proxy.
     #[arg(long, conflicts_with = "weir", required_unless_present = "weir")]
     proxy: Option<SocketAddr>,
+    /// More proxies beside --proxy (repeat): the client's connections are spread over
+    /// all of them in turn, e.g. the nodes of a Weir cluster.
+    #[arg(long, requires = "proxy")]
+    also_proxy: Vec<SocketAddr>,
     /// Process ids of the proxy given by --proxy (repeat for several processes), for
     /// its CPU time; without them, requests per CPU-second are not reported.
     #[arg(long)]
@@ -105,7 +109,12 @@ pub fn run(args: Args) -> Result<(), String> {
         return Err("--rate and --plateau-secs must be positive".into());
     }
     // The origins listen on 127.0.0.1 only, and no benchmark traffic leaves the machine.
-    if let Some(p) = args.proxy.filter(|p| !p.ip().is_loopback()) {
+    if let Some(p) = args
+        .proxy
+        .iter()
+        .chain(&args.also_proxy)
+        .find(|p| !p.ip().is_loopback())
+    {
         return Err(format!(
             "--proxy {p}: give a loopback address (127.0.0.1:PORT)"
         ));
@@ -157,7 +166,13 @@ pub fn run(args: Args) -> Result<(), String> {
     };
     let (proxy, pids, name) = match (&weir, args.proxy) {
         (Some(w), _) => (w.addr, vec![w.pid()], format!("weir (started, {})", w.addr)),
-        (None, Some(p)) => (p, args.proxy_pid.clone(), p.to_string()),
+        (None, Some(p)) => {
+            let mut name = p.to_string();
+            for also in &args.also_proxy {
+                name.push_str(&format!(" + {also}"));
+            }
+            (p, args.proxy_pid.clone(), name)
+        }
         (None, None) => return Err("give --proxy ADDR or --weir".into()),
     };
     let name = if args.reverse {
@@ -216,6 +231,7 @@ async fn run_load(
 ) -> Result<(), String> {
     let plan = Plan {
         proxy,
+        also: args.also_proxy.clone(),
         origins: origin.addrs.clone(),
         rate: args.rate,
         fill: Duration::from_secs_f64(args.fill_secs),

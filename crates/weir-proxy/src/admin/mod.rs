@@ -41,6 +41,8 @@ pub(crate) struct Admin {
     pub reload: ReloadSender,
     /// The cache, managed as modules manage it.
     pub content: Arc<EngineContent>,
+    /// This node's cluster, with `[cluster]`.
+    pub cluster: Option<Arc<weir_cluster::Cluster>>,
     /// `[admin] token`.
     pub token: Option<String>,
     /// What the status page measures against.
@@ -130,12 +132,52 @@ async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
         "/admin/cache/body" => cache::body(content, req).await,
         "/admin/cache/validate" => cache::validate(content, req).await,
         "/admin/cache/expiry" => cache::expiry(content, req).await,
-        "/admin/purge" => actions::purge(content, req).await,
+        "/admin/purge" => {
+            let answer = actions::purge(content, req).await;
+            acknowledged(admin, answer).await
+        }
+        "/admin/cluster" if *req.method() == Method::GET => match &admin.cluster {
+            Some(cluster) => json::reply(StatusCode::OK, cluster.status()),
+            None => json::error(StatusCode::NOT_FOUND, "this node has no [cluster]"),
+        },
+        "/admin/cluster" => json::not_allowed("GET"),
         "/admin/preload" => actions::preload(content, req).await,
         _ if path.starts_with("/admin/modules/") => module_report(admin, &req, path),
         _ => json::error(
             StatusCode::NOT_FOUND,
             "no such admin endpoint; see docs/operations.md",
+        ),
+    }
+}
+
+/// A purge done here, answered once the cluster has applied it (504 when it has not
+/// within `[cluster] purge_ack_wait`).
+async fn acknowledged(admin: &Admin, answer: Response<AdminBody>) -> Response<AdminBody> {
+    let Some(cluster) = &admin.cluster else {
+        return answer;
+    };
+    if answer.status() != StatusCode::OK {
+        return answer;
+    }
+    match cluster.barrier().await {
+        Ok(a) => {
+            let mut answer = answer;
+            if let Ok(v) = header::HeaderValue::from_str(&format!(
+                "revision={}; members={}; ms={:.1}",
+                a.revision,
+                a.members,
+                a.latency.as_secs_f64() * 1000.0
+            )) {
+                answer.headers_mut().insert("weir-cluster-ack", v);
+            }
+            answer
+        }
+        Err(e) => json::error(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!(
+                "purged here, but the cluster did not acknowledge it: {}",
+                e.reason
+            ),
         ),
     }
 }
@@ -205,6 +247,7 @@ mod tests {
             metrics,
             reload,
             content: EngineContent::new(Arc::new(cache)),
+            cluster: None,
             token: None,
             status: StatusFacts {
                 started: std::time::Instant::now(),

@@ -57,7 +57,7 @@ impl Fetch {
                 return self.end(false);
             };
             let sent = tokio::select! {
-                r = engine.upstream.send(&self.origin, req) => r,
+                r = crate::hop::send(engine, &self.origin, self.key.url(), req) => r,
                 _ = self.flight.abandoned() => return self.end(false),
             };
             let response = match sent {
@@ -184,6 +184,7 @@ impl Fetch {
             .is_some_and(|t| t.txn.cache_overrides().skip);
         let mut storing = policy.is_worth_storing(now)
             && !skipped
+            && parts.extensions.get::<crate::hop::NotKept>().is_none()
             && !declared_too_big
             && parts.status != StatusCode::PARTIAL_CONTENT
             && !parts

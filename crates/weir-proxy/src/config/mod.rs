@@ -4,12 +4,13 @@
 //!
 //! The files form layers, each using only those below it: the vocabulary (`units`,
 //! `spans`, `values`, `error`), the sections (`access`, `cache`, `tls`, `origin`,
-//! `listen`, `module`, `limits`, `process`), the whole [`Config`] (`whole`), its
+//! `listen`, `module`, `limits`, `process`, `cluster`), the whole [`Config`] (`whole`), its
 //! validation (`validate`), and its loading (`load`). This file only declares them and
 //! re-exports what the rest of the crate names.
 
 mod access;
 mod cache;
+mod cluster;
 mod error;
 mod limits;
 mod listen;
@@ -31,6 +32,7 @@ mod tests;
 
 pub use access::AdminToken;
 pub use cache::{CacheConfig, DiskConfig, RangeFill};
+pub use cluster::{ClusterConfig, LocalCopies};
 pub use error::ConfigError;
 pub use limits::{LimitsConfig, TimeoutsConfig, UpstreamConfig};
 pub use listen::{ListenConfig, ListenMode, RouteConfig};

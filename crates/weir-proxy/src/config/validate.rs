@@ -106,6 +106,20 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
     }
     check_addresses(config, &mut report);
     check_modules(config, &mut report);
+    let mut cluster_issues = Vec::new();
+    if let Some(cluster) = &config.cluster {
+        super::cluster::check(cluster, &mut cluster_issues);
+        let peer = cluster.peer_addr;
+        if config.listen.iter().any(|l| l.addr == peer) || config.admin.listen == Some(peer) {
+            cluster_issues.push(Issue {
+                keys: vec![KeyPath::top("cluster").key("peer_addr")],
+                message: format!("{peer} is already a listener's or the admin listener's address"),
+            });
+        }
+    }
+    for issue in cluster_issues {
+        report(issue.keys, issue.message);
+    }
 
     let cache = &config.cache;
     if cache.memory.0 == 0 {

@@ -5,6 +5,7 @@
 use serde::Deserialize;
 
 use super::cache::CacheConfig;
+use super::cluster::ClusterConfig;
 use super::error::ConfigError;
 use super::limits::{LimitsConfig, TimeoutsConfig, UpstreamConfig};
 use super::listen::{default_connect_ports, ListenConfig, ListenMode};
@@ -38,6 +39,8 @@ pub struct Config {
     pub log: LogConfig,
     /// Modules, in the order they run (TOML: `[[module]]`). Default: none.
     pub module: Vec<ModuleConfig>,
+    /// This node's place in a cluster (TOML: `[cluster]`). Default: none, a single node.
+    pub cluster: Option<ClusterConfig>,
     /// The file this configuration was parsed from, as given to [`Config::parse`] (or
     /// the path given to [`Config::load`]); `<defaults>` for a configuration built in
     /// code. [`Config::module_error`] names it. Not a key of the file.
@@ -70,6 +73,7 @@ impl Default for Config {
             origin: Vec::new(),
             log: LogConfig::default(),
             module: Vec::new(),
+            cluster: None,
             source: DEFAULT_SOURCE.into(),
         }
     }

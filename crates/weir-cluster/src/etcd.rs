@@ -1,0 +1,403 @@
+//! A small etcd v3 client over etcd's JSON gateway (`POST /v3/...`, the gRPC API in
+//! JSON, served on the client port by every etcd since 3.4): lease grant and
+//! keep-alive, put, range, delete and watch. Keys and values travel in base64, 64-bit
+//! numbers as strings. Each call opens its own HTTP/1.1 connection (calls are rare:
+//! a renewal every third of a lease, one put per purge), tries the endpoints in turn
+//! starting from the last that answered, and is bounded in time.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+
+/// What went wrong talking to etcd.
+#[derive(Debug, Clone)]
+pub struct EtcdError(pub String);
+
+impl std::fmt::Display for EtcdError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for EtcdError {}
+
+fn err(message: impl Into<String>) -> EtcdError {
+    EtcdError(message.into())
+}
+
+/// One key-value as a range or a watch returns it.
+#[derive(Debug, Clone)]
+pub struct Kv {
+    /// The key.
+    pub key: String,
+    /// The value (empty for a deletion).
+    pub value: Vec<u8>,
+    /// The revision of its last change.
+    pub mod_revision: i64,
+}
+
+/// One event of a watch.
+#[derive(Debug, Clone)]
+pub struct Event {
+    /// A deletion (or a lease's expiry) rather than a put.
+    pub deleted: bool,
+    /// What changed.
+    pub kv: Kv,
+}
+
+/// The client: endpoints as `http://host:port`.
+pub struct Etcd {
+    endpoints: Vec<(String, u16)>,
+    /// The endpoint that answered last.
+    current: AtomicUsize,
+    /// Bound on one unary call.
+    timeout: Duration,
+}
+
+/// Encodes a key or value for the gateway.
+pub fn b64(data: &[u8]) -> String {
+    B64.encode(data)
+}
+
+/// The key just after every key that begins with `prefix` (a prefix's range end).
+pub fn prefix_end(prefix: &str) -> Vec<u8> {
+    let mut end = prefix.as_bytes().to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+/// A gateway number (a string, or missing when zero).
+fn num(v: &Value) -> i64 {
+    match v {
+        Value::String(s) => s.parse().unwrap_or(0),
+        Value::Number(n) => n.as_i64().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn unb64(v: &Value) -> Vec<u8> {
+    v.as_str()
+        .and_then(|s| B64.decode(s).ok())
+        .unwrap_or_default()
+}
+
+fn kv_of(v: &Value) -> Kv {
+    Kv {
+        key: String::from_utf8_lossy(&unb64(&v["key"])).into_owned(),
+        value: unb64(&v["value"]),
+        mod_revision: num(&v["mod_revision"]),
+    }
+}
+
+/// Parses `http://host:port` (the only form: the gateway is plain HTTP here).
+pub fn parse_endpoint(url: &str) -> Result<(String, u16), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("`{url}` is not an etcd endpoint: http://host:port"))?;
+    let rest = rest.trim_end_matches('/');
+    let (host, port) = rest
+        .rsplit_once(':')
+        .ok_or_else(|| format!("`{url}` has no port (etcd's client port is usually 2379)"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("`{url}` has no valid port"))?;
+    if host.is_empty() || rest.contains('/') {
+        return Err(format!("`{url}` is not an etcd endpoint: http://host:port"));
+    }
+    Ok((host.trim_matches(['[', ']']).to_string(), port))
+}
+
+impl Etcd {
+    /// A client of these endpoints (already checked by [`parse_endpoint`]).
+    pub fn new(endpoints: &[String], timeout: Duration) -> Result<Etcd, String> {
+        let endpoints = endpoints
+            .iter()
+            .map(|e| parse_endpoint(e))
+            .collect::<Result<Vec<_>, _>>()?;
+        if endpoints.is_empty() {
+            return Err("no etcd endpoint".into());
+        }
+        Ok(Etcd {
+            endpoints,
+            current: AtomicUsize::new(0),
+            timeout,
+        })
+    }
+
+    /// Sends `body` to `path` on the first endpoint that answers; the response's head
+    /// and body stream.
+    async fn open(&self, path: &str, body: &Value) -> Result<Incoming, EtcdError> {
+        let start = self.current.load(Ordering::Relaxed);
+        let mut last = err("no etcd endpoint");
+        for i in 0..self.endpoints.len() {
+            let at = (start + i) % self.endpoints.len();
+            let (host, port) = &self.endpoints[at];
+            match tokio::time::timeout(self.timeout, send(host, *port, path, body)).await {
+                Ok(Ok(body)) => {
+                    self.current.store(at, Ordering::Relaxed);
+                    return Ok(body);
+                }
+                Ok(Err(e)) => last = e,
+                Err(_) => last = err(format!("etcd {host}:{port} did not answer in time")),
+            }
+        }
+        Err(last)
+    }
+
+    /// A unary call: the first JSON object of the answer.
+    async fn call(&self, path: &str, body: Value) -> Result<Value, EtcdError> {
+        let work = async {
+            let mut stream = JsonStream::new(self.open(path, &body).await?);
+            stream
+                .next()
+                .await?
+                .ok_or_else(|| err(format!("etcd closed {path} without an answer")))
+        };
+        let v = tokio::time::timeout(self.timeout * 2, work)
+            .await
+            .map_err(|_| err(format!("etcd {path} timed out")))??;
+        if let Some(e) = v.get("error").or_else(|| v.get("message")) {
+            return Err(err(format!("etcd {path}: {e}")));
+        }
+        // Streaming calls (keep-alive) wrap their answer in `result`.
+        Ok(v.get("result").cloned().unwrap_or(v))
+    }
+
+    /// Grants a lease of `ttl` seconds; its id.
+    pub async fn grant(&self, ttl: i64) -> Result<i64, EtcdError> {
+        let v = self.call("/v3/lease/grant", json!({ "TTL": ttl })).await?;
+        match num(&v["ID"]) {
+            0 => Err(err("etcd granted no lease")),
+            id => Ok(id),
+        }
+    }
+
+    /// Renews a lease; false when it has expired.
+    pub async fn keep_alive(&self, lease: i64) -> Result<bool, EtcdError> {
+        let v = self
+            .call("/v3/lease/keepalive", json!({ "ID": lease.to_string() }))
+            .await?;
+        Ok(num(&v["TTL"]) > 0)
+    }
+
+    /// Revokes a lease (its keys go with it).
+    pub async fn revoke(&self, lease: i64) -> Result<(), EtcdError> {
+        self.call("/v3/lease/revoke", json!({ "ID": lease.to_string() }))
+            .await
+            .map(|_| ())
+    }
+
+    /// Puts `key` = `value`, bound to `lease` (0: none); the revision of the put.
+    pub async fn put(&self, key: &str, value: &[u8], lease: i64) -> Result<i64, EtcdError> {
+        let mut body = json!({ "key": b64(key.as_bytes()), "value": b64(value) });
+        if lease != 0 {
+            body["lease"] = json!(lease.to_string());
+        }
+        let v = self.call("/v3/kv/put", body).await?;
+        Ok(num(&v["header"]["revision"]))
+    }
+
+    /// Every key under `prefix`, and the store's revision.
+    pub async fn range_prefix(&self, prefix: &str) -> Result<(i64, Vec<Kv>), EtcdError> {
+        let body = json!({
+            "key": b64(prefix.as_bytes()),
+            "range_end": b64(&prefix_end(prefix)),
+        });
+        let v = self.call("/v3/kv/range", body).await?;
+        let kvs = v["kvs"].as_array().map(|a| a.iter().map(kv_of).collect());
+        Ok((num(&v["header"]["revision"]), kvs.unwrap_or_default()))
+    }
+
+    /// Watches every key under `prefix` from revision `start` on.
+    pub async fn watch(&self, prefix: &str, start: i64) -> Result<Watch, EtcdError> {
+        let body = json!({ "create_request": {
+            "key": b64(prefix.as_bytes()),
+            "range_end": b64(&prefix_end(prefix)),
+            "start_revision": start.to_string(),
+            "progress_notify": true,
+        }});
+        Ok(Watch {
+            stream: JsonStream::new(self.open("/v3/watch", &body).await?),
+        })
+    }
+}
+
+/// What one message of a watch says.
+#[derive(Debug)]
+pub enum WatchMessage {
+    /// Events (possibly none: a progress notice), and the store's revision then.
+    Events {
+        /// The store's revision when sent: every change up to it has been delivered.
+        revision: i64,
+        /// The changes, in revision order.
+        events: Vec<Event>,
+    },
+    /// The start revision has been compacted away: history before this is gone.
+    Compacted(i64),
+}
+
+/// A watch stream.
+pub struct Watch {
+    stream: JsonStream,
+}
+
+impl Watch {
+    /// The next message; `None` when etcd ended the stream.
+    pub async fn next(&mut self) -> Result<Option<WatchMessage>, EtcdError> {
+        loop {
+            let Some(v) = self.stream.next().await? else {
+                return Ok(None);
+            };
+            if let Some(e) = v.get("error") {
+                return Err(err(format!("etcd watch: {e}")));
+            }
+            let r = v.get("result").unwrap_or(&v);
+            let compacted = num(&r["compact_revision"]);
+            if compacted > 0 {
+                return Ok(Some(WatchMessage::Compacted(compacted)));
+            }
+            if r["canceled"].as_bool() == Some(true) {
+                return Err(err(format!("etcd cancelled the watch: {r}")));
+            }
+            if r["created"].as_bool() == Some(true) && r.get("events").is_none() {
+                continue;
+            }
+            let events = r["events"].as_array().map(|a| {
+                a.iter()
+                    .map(|e| Event {
+                        deleted: e["type"].as_str() == Some("DELETE") || num(&e["type"]) == 1,
+                        kv: kv_of(&e["kv"]),
+                    })
+                    .collect()
+            });
+            return Ok(Some(WatchMessage::Events {
+                revision: num(&r["header"]["revision"]),
+                events: events.unwrap_or_default(),
+            }));
+        }
+    }
+}
+
+/// Sends one POST on a connection of its own; the answer's body (an error status is
+/// an error, with the start of the body).
+async fn send(host: &str, port: u16, path: &str, body: &Value) -> Result<Incoming, EtcdError> {
+    let stream = TcpStream::connect((host, port))
+        .await
+        .map_err(|e| err(format!("etcd {host}:{port}: {e}")))?;
+    let _ = stream.set_nodelay(true);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| err(format!("etcd {host}:{port}: {e}")))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let request = http::Request::post(path)
+        .header(http::header::HOST, format!("{host}:{port}"))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body.to_string())))
+        .map_err(|e| err(e.to_string()))?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| err(format!("etcd {host}:{port}: {e}")))?;
+    let status = response.status();
+    let body = response.into_body();
+    if !status.is_success() {
+        let text = tokio::time::timeout(Duration::from_secs(2), body.collect())
+            .await
+            .ok()
+            .and_then(|b| b.ok())
+            .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
+            .unwrap_or_default();
+        let text: String = text.chars().take(200).collect();
+        return Err(err(format!("etcd {host}:{port} {path}: {status} {text}")));
+    }
+    Ok(body)
+}
+
+/// JSON objects, one after another, from a streaming body (the gateway writes one a
+/// line).
+struct JsonStream {
+    body: Incoming,
+    buffer: BytesMut,
+}
+
+impl JsonStream {
+    fn new(body: Incoming) -> JsonStream {
+        JsonStream {
+            body,
+            buffer: BytesMut::new(),
+        }
+    }
+
+    async fn next(&mut self) -> Result<Option<Value>, EtcdError> {
+        loop {
+            if let Some(v) = self.take()? {
+                return Ok(Some(v));
+            }
+            match self.body.frame().await {
+                None => {
+                    let rest = std::mem::take(&mut self.buffer);
+                    let rest = String::from_utf8_lossy(&rest);
+                    if rest.trim().is_empty() {
+                        return Ok(None);
+                    }
+                    return serde_json::from_str(rest.trim())
+                        .map(Some)
+                        .map_err(|e| err(format!("etcd sent bad JSON: {e}")));
+                }
+                Some(Err(e)) => return Err(err(format!("etcd stream: {e}"))),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buffer.extend_from_slice(&data);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One complete object from the buffer, if there is one.
+    fn take(&mut self) -> Result<Option<Value>, EtcdError> {
+        while let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
+            let line = self.buffer.split_to(end + 1);
+            let text = String::from_utf8_lossy(&line);
+            if text.trim().is_empty() {
+                continue;
+            }
+            return serde_json::from_str(text.trim())
+                .map(Some)
+                .map_err(|e| err(format!("etcd sent bad JSON: {e}")));
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_and_prefixes() {
+        assert_eq!(
+            parse_endpoint("http://127.0.0.1:2379").unwrap(),
+            ("127.0.0.1".into(), 2379)
+        );
+        assert!(parse_endpoint("https://h:1").is_err());
+        assert!(parse_endpoint("http://h").is_err());
+        assert!(parse_endpoint("http://h:1/x").is_err());
+        assert_eq!(prefix_end("/weir/"), b"/weir0".to_vec());
+    }
+}

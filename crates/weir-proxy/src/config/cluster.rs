@@ -1,0 +1,101 @@
+//! `[cluster]`: this node's place in a Weir cluster over etcd (docs/operations.md,
+//! "A cluster"). Without the section Weir is a single node. Its checks are here too
+//! (called from `validate.rs`), as they concern this section alone.
+
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+
+use super::error::Issue;
+use super::spans::KeyPath;
+use super::units::Seconds;
+
+/// `[cluster]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// etcd's client endpoints, `http://host:port`.
+    pub etcd: Vec<String>,
+    /// This node's name, unique in the cluster.
+    pub node: String,
+    /// Where this node listens for its peers.
+    pub peer_addr: SocketAddr,
+    /// A node that has not renewed its lease for this long is out of the cluster, and
+    /// knows it. Whole seconds (etcd's leases are), at least 1.
+    #[serde(default = "default_lease")]
+    pub lease: Seconds,
+    /// What a node that does not own a key keeps of it.
+    #[serde(default)]
+    pub local_copies: LocalCopies,
+    /// The longest a purge waits for every live member's acknowledgment; at least the
+    /// lease, so that a member that stopped is waited out. Default: the lease plus 2 s.
+    #[serde(default)]
+    pub purge_ack_wait: Option<Seconds>,
+}
+
+/// `local_copies`: what a node keeps of the keys it does not own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LocalCopies {
+    /// Nothing: every request for it goes to the owner.
+    None,
+    /// What is requested often: a copy is kept from the second fetch through the
+    /// owner within the span of the last 100 000 such fetches.
+    Hot,
+    /// Everything it fetched.
+    #[default]
+    All,
+}
+
+fn default_lease() -> Seconds {
+    Seconds::from_secs(3.0)
+}
+
+impl ClusterConfig {
+    /// The acknowledgment wait in force.
+    pub fn ack_wait(&self) -> std::time::Duration {
+        self.purge_ack_wait
+            .map(|s| s.0)
+            .unwrap_or(self.lease.0 + std::time::Duration::from_secs(2))
+    }
+}
+
+/// The semantic problems of `[cluster]`.
+pub(crate) fn check(cluster: &ClusterConfig, issues: &mut Vec<Issue>) {
+    let at = KeyPath::top("cluster");
+    let mut report = |keys: Vec<KeyPath>, message: String| issues.push(Issue { keys, message });
+    if cluster.etcd.is_empty() {
+        report(
+            vec![at.clone().key("etcd")],
+            "at least one etcd endpoint is needed, e.g. [\"http://127.0.0.1:2379\"]".into(),
+        );
+    }
+    for (i, endpoint) in cluster.etcd.iter().enumerate() {
+        if let Err(e) = weir_cluster::etcd::parse_endpoint(endpoint) {
+            report(vec![at.clone().key("etcd").index(i)], e);
+        }
+    }
+    let name_ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if cluster.node.is_empty() || cluster.node.len() > 64 || !cluster.node.chars().all(name_ok) {
+        report(
+            vec![at.clone().key("node")],
+            format!(
+                "`{}` is not a node name: 1 to 64 letters, digits, `-`, `_` or `.`",
+                cluster.node
+            ),
+        );
+    }
+    let lease = cluster.lease.0;
+    if lease.as_secs() < 1 || lease.subsec_nanos() != 0 {
+        report(
+            vec![at.clone().key("lease")],
+            "must be a whole number of seconds, at least 1 (etcd's leases are)".into(),
+        );
+    }
+    if cluster.purge_ack_wait.is_some() && cluster.ack_wait() < lease {
+        report(
+            vec![at.clone().key("purge_ack_wait"), at.clone().key("lease")],
+            "must be at least the lease: a member that stopped is waited out by its lease".into(),
+        );
+    }
+}

@@ -1,0 +1,79 @@
+//! The cluster's internal hop: a cache fill at a node that does not own the key is
+//! sent to the owner's peer listener (a forward proxy request, marked with
+//! `Weir-Hop`), so that concurrent misses at different nodes join one fetch there. A
+//! request that arrives marked is never sent on to another node. When the owner does
+//! not answer (dead, stopped, unreachable) within the lease, the fill goes to the
+//! origin itself: the client never fails for the owner's sake.
+
+use http::header::HeaderValue;
+use http::{Request, Response};
+
+use crate::body::request::RequestBody;
+use crate::engine::Engine;
+use crate::upstream::{OriginAddr, UpstreamBody, UpstreamError};
+
+/// Set on an owner's answer that this node does not keep (`[cluster] local_copies`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NotKept;
+
+/// The field that marks a request from a peer; its value names the sending node.
+pub(crate) const HOP: http::HeaderName = http::HeaderName::from_static("weir-hop");
+
+/// Sends a cache fill's request for `url` to its owner, or to `origin` when this node
+/// owns it, the request came from a peer, or the owner failed.
+pub(crate) async fn send(
+    engine: &Engine,
+    origin: &OriginAddr,
+    url: &str,
+    mut req: Request<RequestBody>,
+) -> Result<Response<UpstreamBody>, UpstreamError> {
+    let from_peer = req.headers_mut().remove(HOP).is_some();
+    let owner = match &engine.cluster {
+        // TLS origins are fetched by whoever has the request: the hop is plain HTTP.
+        Some(cluster) if !from_peer && !origin.tls => cluster
+            .cluster
+            .owner(url)
+            .filter(|(name, _)| name != cluster.cluster.node())
+            .map(|(name, m)| (name, m.peer_addr, cluster)),
+        _ => None,
+    };
+    let Some((owner, peer, cluster)) = owner else {
+        return engine.upstream.send(origin, req).await;
+    };
+    let Some(peer_addr) = parse_peer(&peer) else {
+        return engine.upstream.send(origin, req).await;
+    };
+    // The same request again, for the origin if the owner fails (fills carry no body).
+    let mut direct = Request::new(RequestBody::Empty);
+    *direct.method_mut() = req.method().clone();
+    *direct.uri_mut() = req.uri().clone();
+    *direct.headers_mut() = req.headers().clone();
+    let absolute = format!("http://{origin}{}", req.uri());
+    if let Ok(uri) = absolute.parse() {
+        *req.uri_mut() = uri;
+    }
+    if let Ok(v) = HeaderValue::from_str(cluster.cluster.node()) {
+        req.headers_mut().insert(HOP, v);
+    }
+    match tokio::time::timeout(cluster.lease, engine.upstream.send(&peer_addr, req)).await {
+        Ok(Ok(mut response)) => {
+            if !cluster.keeps_copy(url) {
+                response.extensions_mut().insert(NotKept);
+            }
+            Ok(response)
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(%owner, error = ?e, "cluster: the owner failed; fetching from the origin");
+            engine.upstream.send(origin, direct).await
+        }
+        Err(_) => {
+            tracing::debug!(%owner, "cluster: the owner did not answer in time; fetching from the origin");
+            engine.upstream.send(origin, direct).await
+        }
+    }
+}
+
+fn parse_peer(peer: &str) -> Option<OriginAddr> {
+    let addr: std::net::SocketAddr = peer.parse().ok()?;
+    Some(OriginAddr::http(addr.ip().to_string(), addr.port()))
+}

@@ -1,0 +1,64 @@
+//! `weir check` on `[cluster]`.
+
+use std::time::Duration;
+
+use crate::common::*;
+
+#[test]
+fn weir_check_names_the_cluster_key_at_fault() {
+    let dir = temp_dir("cluster-check");
+    let path = dir.join("weir.toml");
+    let cases = [
+        ("etcd = [\"127.0.0.1:2379\"]", "cluster.etcd[0]"),
+        ("node = \"a b\"", "cluster.node"),
+        ("lease = \"1.5s\"", "cluster.lease"),
+        ("purge_ack_wait = \"1s\"", "cluster.purge_ack_wait"),
+        ("local_copies = \"some\"", "cluster.local_copies"),
+        ("peer_addr = \"127.0.0.1:3128\"", "cluster.peer_addr"),
+    ];
+    for (line, key) in cases {
+        let mut fields = vec![
+            ("etcd", "etcd = [\"http://127.0.0.1:2379\"]"),
+            ("node", "node = \"a\""),
+            ("lease", "lease = \"3s\""),
+            ("purge_ack_wait", "purge_ack_wait = \"5s\""),
+            ("local_copies", "local_copies = \"all\""),
+            ("peer_addr", "peer_addr = \"127.0.0.1:7946\""),
+        ];
+        let name = line.split(' ').next().unwrap();
+        fields.retain(|(n, _)| *n != name);
+        let mut text = String::from("[cluster]\n");
+        for (_, f) in &fields {
+            text.push_str(f);
+            text.push('\n');
+        }
+        text.push_str(line);
+        text.push('\n');
+        std::fs::write(&path, &text).unwrap();
+        let out = run_weir(
+            &["check", "--config", path.to_str().unwrap()],
+            Duration::from_secs(10),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{text} passed");
+        assert!(
+            err.contains(&format!(":7: key `{key}`")),
+            "{text}\n---\n{err}"
+        );
+    }
+    std::fs::write(
+        &path,
+        "[cluster]\netcd = [\"http://127.0.0.1:2379\"]\nnode = \"a\"\npeer_addr = \"127.0.0.1:7946\"\n",
+    )
+    .unwrap();
+    let out = run_weir(
+        &["check", "--config", path.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
