@@ -163,14 +163,17 @@ pub(crate) async fn serve(
         // HEAD responses are not stored; forward it as it is.
         let mut req = upstream_request(&parts, &target, RequestBody::Empty, false);
         relay_interim(&target, &mut req);
-        return forward_hooked(
+        // Boxed where it is awaited (here and below): its state is several KiB, and
+        // inline it would make every request's future that much larger, copied
+        // whole when the future is created, on hits too.
+        return Box::pin(forward_hooked(
             engine,
             txn,
             &target,
             req,
             CacheOutcome::Miss,
             HeaderValue::from_static("weir; fwd=miss"),
-        )
+        ))
         .await;
     }
     let recheck = || match engine.cache.lookup(&key, &parts, SystemTime::now()) {
@@ -219,7 +222,15 @@ pub(crate) async fn serve(
                 let mut req = upstream_request(&parts, &target, RequestBody::Empty, false);
                 relay_interim(&target, &mut req);
                 let cache_status = HeaderValue::from_static(unusable.unwrap_or("weir; fwd=miss"));
-                forward_hooked(engine, txn, &target, req, CacheOutcome::Miss, cache_status).await
+                Box::pin(forward_hooked(
+                    engine,
+                    txn,
+                    &target,
+                    req,
+                    CacheOutcome::Miss,
+                    cache_status,
+                ))
+                .await
             }
         }
     }

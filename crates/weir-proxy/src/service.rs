@@ -243,14 +243,15 @@ async fn transact(
     }
     let mut upstream_req = upstream_request(&parts, &target, body, false);
     relay_interim(&target, &mut upstream_req);
-    let mut served = forward_hooked(
+    // Boxed, as in `cached::serve`: kept out of every request's future.
+    let mut served = Box::pin(forward_hooked(
         engine,
         txn,
         &target,
         upstream_req,
         CacheOutcome::Bypass,
         cache_status,
-    )
+    ))
     .await?;
     if unsafe_method
         && (served.response.status().is_success() || served.response.status().is_redirection())
