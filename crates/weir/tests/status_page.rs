@@ -5,25 +5,16 @@
 
 mod common;
 
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::browser::{attribute, chromium, dump_dom};
 use common::*;
-
-/// The value of `attribute` on the element with `id` in `dom`.
-fn attribute<'a>(dom: &'a str, id: &str, attribute: &str) -> Option<&'a str> {
-    let element = &dom[dom.find(&format!("id=\"{id}\""))?..];
-    let element = &element[..element.find('>')?];
-    let start = element.find(&format!("{attribute}=\""))? + attribute.len() + 2;
-    let len = element[start..].find('"')?;
-    Some(&element[start..start + len])
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_status_page_shows_live_figures_in_a_browser() {
-    let Ok(browser) = which("chromium") else {
+    let Some(browser) = chromium() else {
         eprintln!("SKIPPED: the status page browser test: no chromium (./test.sh installs it)");
         return;
     };
@@ -47,28 +38,12 @@ async fn the_status_page_shows_live_figures_in_a_browser() {
             }
         }
     });
-    let profile_dir = TempDir::new("chromium-profile");
-    let profile = format!("--user-data-dir={}", profile_dir.path().display());
     let url = format!("http://{}/", proxy.admin_addr());
-    let dom = tokio::task::spawn_blocking(move || {
-        Command::new(browser)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                &profile,
-                // Virtual time runs the page's one-second poll quickly, and waits for
-                // each real fetch of the figures.
-                "--virtual-time-budget=6000",
-                "--dump-dom",
-                &url,
-            ])
-            .output()
-            .expect("chromium runs")
-    })
-    .await
-    .unwrap();
+    // Virtual time runs the page's one-second poll quickly, and waits for each real
+    // fetch of the figures.
+    let dom = tokio::task::spawn_blocking(move || dump_dom(&browser, &url, 6000))
+        .await
+        .unwrap();
     running.store(false, Ordering::Relaxed);
     traffic.await.unwrap();
     let page = String::from_utf8_lossy(&dom.stdout);
@@ -122,15 +97,4 @@ async fn the_status_page_shows_live_figures_in_a_browser() {
         let at = page.find(&format!("id=\"{id}\">")).expect(id) + id.len() + 6;
         assert!(!page[at..].starts_with('–'), "{id} is still empty: {page}");
     }
-}
-
-/// The path of `program` on PATH.
-fn which(program: &str) -> Result<std::path::PathBuf, ()> {
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join(program))
-                .find(|p| p.is_file())
-        })
-        .ok_or(())
 }

@@ -122,7 +122,7 @@ async fn route(admin: &Admin, req: Request<Incoming>) -> Response<AdminBody> {
     let content = &admin.content;
     match path {
         "/admin/status" if *req.method() == Method::GET => {
-            status::snapshot(&admin.metrics, &admin.status)
+            status::snapshot(&admin.metrics, &admin.status, admin.cluster.as_deref())
         }
         "/admin/status" => json::not_allowed("GET"),
         "/admin/reload" => reload::reload_now(&req, &admin.reload)

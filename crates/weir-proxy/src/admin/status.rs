@@ -52,8 +52,16 @@ pub(super) fn page() -> Response<AdminBody> {
 
 /// `GET /admin/status`: the figures now, as JSON. Totals only: the page takes the
 /// differences between two polls for rates.
-pub(super) fn snapshot(metrics: &Metrics, facts: &StatusFacts) -> Response<AdminBody> {
-    json_reply(StatusCode::OK, figures(metrics, facts))
+/// With `[cluster]`, this node's view of the cluster (as `GET /admin/cluster` gives
+/// it) is in `cluster`; without, `cluster` is null.
+pub(super) fn snapshot(
+    metrics: &Metrics,
+    facts: &StatusFacts,
+    cluster: Option<&weir_cluster::Cluster>,
+) -> Response<AdminBody> {
+    let mut figures = figures(metrics, facts);
+    figures["cluster"] = cluster.map_or(Value::Null, weir_cluster::Cluster::status);
+    json_reply(StatusCode::OK, figures)
 }
 
 fn figures(metrics: &Metrics, facts: &StatusFacts) -> Value {

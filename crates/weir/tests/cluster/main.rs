@@ -10,3 +10,4 @@ mod check;
 mod harness;
 mod owners;
 mod purges;
+mod status;

@@ -4,6 +4,7 @@
 //! Everything listens on 127.0.0.1 only, on ephemeral ports, and every wait is bounded.
 #![allow(dead_code, unused_imports, unused_macros)]
 
+pub mod browser;
 mod builder;
 mod client;
 mod echo;
