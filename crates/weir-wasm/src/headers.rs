@@ -141,20 +141,23 @@ pub(crate) fn replace(
     key: &[u8],
     value: &[u8],
 ) -> Result<(), Status> {
-    if key.first() == Some(&b':') {
-        return set_pseudo(
-            host,
-            &String::from_utf8_lossy(key).to_ascii_lowercase(),
-            value,
-        );
-    }
-    let (name, value) = name_value(key, value)?;
-    map_mut(host, which)?.insert(name, value);
-    Ok(())
+    set(host, which, key, value, false)
 }
 
 /// `proxy_add_header_map_value`.
 pub(crate) fn add(host: &mut Host, which: MapType, key: &[u8], value: &[u8]) -> Result<(), Status> {
+    set(host, which, key, value, true)
+}
+
+/// Sets a field, replacing its values or adding one more; a pseudo-header (`:path`,
+/// `:status`...) has one value either way.
+fn set(
+    host: &mut Host,
+    which: MapType,
+    key: &[u8],
+    value: &[u8],
+    append: bool,
+) -> Result<(), Status> {
     if key.first() == Some(&b':') {
         return set_pseudo(
             host,
@@ -163,7 +166,12 @@ pub(crate) fn add(host: &mut Host, which: MapType, key: &[u8], value: &[u8]) -> 
         );
     }
     let (name, value) = name_value(key, value)?;
-    map_mut(host, which)?.append(name, value);
+    let map = map_mut(host, which)?;
+    if append {
+        map.append(name, value);
+    } else {
+        map.insert(name, value);
+    }
     Ok(())
 }
 
