@@ -112,13 +112,8 @@ impl MemoryStorage {
     /// A memory tier holding at most `capacity` bytes, for items weighing up to
     /// `largest_item` bytes.
     pub fn new(capacity: u64, largest_item: u64) -> MemoryStorage {
-        let options = quick_cache::OptionsBuilder::new()
-            .weight_capacity(capacity)
-            .estimated_items_capacity((capacity / TYPICAL_ENTRY).clamp(1, 1 << 24) as usize)
-            .shards(shard_count(capacity, largest_item))
-            .hot_allocation(HOT_SHARE)
-            .build()
-            .expect("weight and item capacity are set");
+        let items = (capacity / TYPICAL_ENTRY).clamp(1, 1 << 24);
+        let options = map_options(capacity, largest_item, items);
         let map = quick_cache::sync::Cache::with_options(
             options,
             EntryWeight,
@@ -129,10 +124,23 @@ impl MemoryStorage {
     }
 }
 
+/// quick_cache's options for a map of `capacity` weight, items up to `largest_item`
+/// and about `items` entries (which sets how many evicted keys it remembers), with
+/// `HOT_SHARE` for the entries asked for again. Shared with the disk tier's index.
+pub(crate) fn map_options(capacity: u64, largest_item: u64, items: u64) -> quick_cache::Options {
+    quick_cache::OptionsBuilder::new()
+        .weight_capacity(capacity)
+        .estimated_items_capacity(items as usize)
+        .shards(shard_count(capacity, largest_item))
+        .hot_allocation(HOT_SHARE)
+        .build()
+        .expect("weight and item capacity are set")
+}
+
 /// Each shard is a capacity of its own and refuses an item larger than its hot share
 /// (half of it), so the largest item must fit a shard's hot share twice over; more
 /// shards, up to four per core, only spread contention between worker threads.
-pub(crate) fn shard_count(capacity: u64, largest_item: u64) -> usize {
+fn shard_count(capacity: u64, largest_item: u64) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let fit = capacity / largest_item.max(1).saturating_mul(4);
     let most = (4 * cores as u64).min(fit).max(1);

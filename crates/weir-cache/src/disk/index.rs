@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::layout::object_path;
 use crate::key::CacheKey;
-use crate::storage::{shard_count, VariantSet};
+use crate::storage::{map_options, VariantSet};
 
 /// What a key maps to in the index.
 #[derive(Clone)]
@@ -80,10 +80,6 @@ impl quick_cache::Lifecycle<CacheKey, Entry> for Collect {
     }
 }
 
-/// Files are looked up far less often than the memory tier, and web traffic asks again
-/// mostly for what is recent: most of the index is for entries seen twice, as in the
-/// memory tier (see `storage.rs`).
-const HOT_SHARE: f64 = 0.5;
 /// A guess at the size of a file, for the number of evicted keys remembered.
 const TYPICAL_FILE: u64 = 32 << 10;
 
@@ -106,13 +102,8 @@ impl Index {
     ) -> Index {
         let disk_bytes = disk_bytes.max(1);
         let scale = disk_bytes.div_ceil(memory_budget.max(1)).max(1);
-        let options = quick_cache::OptionsBuilder::new()
-            .weight_capacity(disk_bytes)
-            .estimated_items_capacity((disk_bytes / TYPICAL_FILE).clamp(1, 1 << 22) as usize)
-            .shards(shard_count(disk_bytes, largest_file))
-            .hot_allocation(HOT_SHARE)
-            .build()
-            .expect("weight and item capacity are set");
+        let items = (disk_bytes / TYPICAL_FILE).clamp(1, 1 << 22);
+        let options = map_options(disk_bytes, largest_file, items);
         Index {
             map: quick_cache::sync::Cache::with_options(
                 options,
