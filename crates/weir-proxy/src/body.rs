@@ -2,6 +2,7 @@
 //! transaction's record when it ends. Above the transaction record and the upstream
 //! pools; the request bodies, below both, are in `body/request.rs`.
 
+pub(crate) mod client;
 pub(crate) mod request;
 pub(crate) mod source;
 
@@ -13,6 +14,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use crate::record::TxnRecord;
 
+pub(crate) use client::{ClientStream, ClientTunnel, H2Body, H2Tunnel, H2Upgrade};
 pub(crate) use request::{
     BoxError, ChunkStream, ClientBodyTimeout, ClientIncoming, ReadAheadError, RequestBody,
 };

@@ -1,6 +1,10 @@
-//! Interim (1xx) responses relayed from an origin to an HTTP/1.1 client before the
-//! final response (RFC 9110 §15.2): `103 Early Hints`, `102 Processing` and any other
-//! 1xx Weir did not cause itself.
+//! Interim (1xx) responses relayed from an origin to an HTTP/1.1 or HTTP/2 client
+//! before the final response (RFC 9110 §15.2): `103 Early Hints`, `102 Processing` and
+//! any other 1xx Weir did not cause itself.
+//!
+//! An HTTP/2 stream has a queue of its own ([`Interim::for_h2_stream`]), found through
+//! the request's extensions: its task (`server/h2.rs`) sends each response as a
+//! HEADERS frame before the final one.
 //!
 //! hyper's HTTP/1 server never writes a 1xx of its own accord (apart from
 //! `100 Continue`), and it writes nothing at all while the service prepares the final
@@ -30,8 +34,10 @@ pub(crate) struct Interim(Arc<Shared>);
 
 #[derive(Default)]
 struct Shared {
-    /// Bytes are queued: lets every write and flush of the connection skip the lock.
+    /// Something is queued: lets every write and flush of the connection skip the lock.
     queued: AtomicBool,
+    /// An HTTP/2 stream's: responses are kept whole, not serialized.
+    whole: bool,
     state: Mutex<State>,
 }
 
@@ -42,9 +48,29 @@ struct State {
     /// Serialized interim responses not yet written, from `written` on.
     bytes: Vec<u8>,
     written: usize,
+    /// An HTTP/2 stream's interim responses not yet sent.
+    responses: Vec<http::Response<()>>,
 }
 
 impl Interim {
+    /// The queue of one HTTP/2 stream.
+    pub fn for_h2_stream() -> Interim {
+        Interim(Arc::new(Shared {
+            whole: true,
+            ..Shared::default()
+        }))
+    }
+
+    /// An HTTP/2 stream's queued interim responses, oldest first.
+    pub fn take_responses(&self) -> Vec<http::Response<()>> {
+        if !self.0.queued.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        let mut state = self.state();
+        self.0.queued.store(false, Ordering::Release);
+        std::mem::take(&mut state.responses)
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.0.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -78,22 +104,32 @@ impl Interim {
         let Some(waker) = state.waiting.clone() else {
             return;
         };
-        let bytes = &mut state.bytes;
+        if self.0.whole {
+            let mut response = http::Response::new(());
+            *response.status_mut() = status;
+            *response.headers_mut() = headers;
+            state.responses.push(response);
+        } else {
+            Self::serialize(&mut state.bytes, status, &headers);
+        }
+        self.0.queued.store(true, Ordering::Release);
+        drop(state);
+        waker.wake();
+    }
+
+    fn serialize(bytes: &mut Vec<u8>, status: StatusCode, headers: &http::HeaderMap) {
         bytes.extend_from_slice(b"HTTP/1.1 ");
         bytes.extend_from_slice(status.as_str().as_bytes());
         bytes.push(b' ');
         bytes.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
         bytes.extend_from_slice(b"\r\n");
-        for (name, value) in &headers {
+        for (name, value) in headers {
             bytes.extend_from_slice(name.as_str().as_bytes());
             bytes.extend_from_slice(b": ");
             bytes.extend_from_slice(value.as_bytes());
             bytes.extend_from_slice(b"\r\n");
         }
         bytes.extend_from_slice(b"\r\n");
-        self.0.queued.store(true, Ordering::Release);
-        drop(state);
-        waker.wake();
     }
 
     /// Writes the queued interim responses with `write`; ready once none is left.
@@ -134,9 +170,9 @@ impl Drop for Waiting {
     }
 }
 
-/// Whether a client speaking `version` may be sent interim responses: HTTP/1.0 clients
-/// do not know them (RFC 9110 §15.2); HTTP/2 ones are served by hyper's HTTP/2 server,
-/// which offers no way to send one.
+/// Whether an HTTP/1 client speaking `version` may be sent interim responses through
+/// its connection's queue: HTTP/1.0 clients do not know them (RFC 9110 §15.2). (An
+/// HTTP/2 stream's queue is in its request's extensions.)
 pub(crate) fn client_accepts(version: Version) -> bool {
     version == Version::HTTP_11
 }

@@ -9,7 +9,6 @@ use std::time::{Instant, SystemTime};
 
 use http::header::{self, HeaderValue};
 use http::{Method, Request};
-use hyper::body::Incoming;
 
 use crate::access_log::LogRecord;
 use crate::config::ListenMode;
@@ -34,7 +33,7 @@ pub(crate) struct LogInfo {
 }
 
 impl LogInfo {
-    pub(crate) fn new(req: &Request<Incoming>, https: bool) -> LogInfo {
+    pub(crate) fn new<B>(req: &Request<B>, https: bool) -> LogInfo {
         let header = |name| {
             req.headers()
                 .get(name)
@@ -56,7 +55,7 @@ impl LogInfo {
 
 /// The URL as Squid logs it: absolute, also for origin-form requests to a reverse
 /// listener (built from the Host header; `https` on a TLS listener).
-fn log_url(req: &Request<Incoming>, https: bool) -> String {
+fn log_url<B>(req: &Request<B>, https: bool) -> String {
     let uri = req.uri();
     if uri.scheme().is_some() || req.method() == Method::CONNECT {
         return uri.to_string();

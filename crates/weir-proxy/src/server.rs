@@ -3,6 +3,7 @@
 
 mod accept;
 mod connection;
+mod h2;
 mod start_error;
 mod workers;
 

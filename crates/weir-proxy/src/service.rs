@@ -11,9 +11,8 @@ use std::time::Instant;
 
 use http::header::{self, HeaderValue};
 use http::{request, Method, Request, Response, StatusCode};
-use hyper::body::Incoming;
 
-use crate::body::{ClientIncoming, ProxyBody, ReadAheadError, RequestBody};
+use crate::body::{ClientIncoming, ClientStream, ProxyBody, ReadAheadError, RequestBody};
 use crate::config::ListenMode;
 use crate::error::{body_too_large, client_body_error, ProxyError};
 use crate::forward::{forward_hooked, relay_interim, upstream_request};
@@ -36,7 +35,7 @@ pub(crate) use crate::target::Target;
 pub(crate) async fn handle(
     engine: Arc<Engine>,
     conn: Arc<ConnInfo>,
-    req: Request<Incoming>,
+    req: Request<ClientStream>,
 ) -> Result<Response<ProxyBody>, std::convert::Infallible> {
     let start = Instant::now();
     let https = conn.listener.setup.tls.is_some();
@@ -114,7 +113,7 @@ pub(crate) async fn handle(
 async fn transact(
     engine: &Arc<Engine>,
     conn: &ConnInfo,
-    req: Request<Incoming>,
+    req: Request<ClientStream>,
     txn: &mut Option<ModTxn>,
 ) -> Result<Served, ProxyError> {
     if !conn.allowed {

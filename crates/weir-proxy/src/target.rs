@@ -32,7 +32,11 @@ pub(crate) struct Target {
 pub(crate) fn resolve_target(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
     let mut target = locate(conn, req)?;
     target.targeted = conn.listener.targeted_fields;
-    target.interim = crate::interim::client_accepts(req.version).then(|| conn.interim.clone());
+    target.interim = if req.version == http::Version::HTTP_2 {
+        req.extensions.get::<Interim>().cloned()
+    } else {
+        crate::interim::client_accepts(req.version).then(|| conn.interim.clone())
+    };
     Ok(target)
 }
 

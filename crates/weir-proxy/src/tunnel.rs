@@ -3,11 +3,9 @@
 use std::sync::Arc;
 
 use http::{HeaderValue, Request, Response, StatusCode};
-use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use crate::body::ProxyBody;
+use crate::body::{ClientStream, ClientTunnel, ProxyBody};
 use crate::conn::ConnInfo;
 use crate::engine::Engine;
 use crate::error::ProxyError;
@@ -18,7 +16,7 @@ use crate::upstream::OriginAddr;
 pub(crate) async fn connect(
     engine: &Arc<Engine>,
     conn: &ConnInfo,
-    req: Request<Incoming>,
+    req: Request<ClientStream>,
 ) -> Result<Served, ProxyError> {
     let Some(authority) = req.uri().authority() else {
         return Err(ProxyError::bad_request("CONNECT needs a host:port target"));
@@ -67,9 +65,8 @@ pub(crate) async fn connect(
     };
     let _ = stream.set_nodelay(true);
     tokio::spawn(async move {
-        match hyper::upgrade::on(req).await {
-            Ok(upgraded) => {
-                let mut client = TokioIo::new(upgraded);
+        match ClientTunnel::accepted(req).await {
+            Ok(mut client) => {
                 let mut server = stream;
                 let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
             }

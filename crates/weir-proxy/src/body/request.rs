@@ -1,4 +1,4 @@
-//! The bodies of requests: the client's as hyper reads it (with its idle limit), and
+//! The bodies of requests: the client's as its connection reads it (with its idle limit), and
 //! what is sent to an origin (with the size limit). The vocabulary of the layers
 //! above, the upstream pools included; it uses nothing of the engine.
 
@@ -10,10 +10,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::Stream;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 
-/// Errors inside a body stream.
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) use super::client::BoxError;
+use super::client::ClientStream;
 
 /// A streamed body, boxed once per response (not per chunk).
 pub(crate) type ChunkStream = Pin<Box<dyn Stream<Item = Result<Bytes, BoxError>> + Send>>;
@@ -90,12 +89,12 @@ impl RequestBody {
     }
 }
 
-/// The client's request body as hyper reads it, with a limit on how long the client
+/// The client's request body as its connection reads it, with a limit on how long the client
 /// may pause in the middle of it (`[timeouts] client_body_idle`, as nginx's
 /// `client_body_timeout`): after that, the body ends in [`ClientBodyTimeout`], so a
 /// client cannot hold a transaction and an origin connection open by sending nothing.
 pub(crate) struct ClientIncoming {
-    inner: Incoming,
+    inner: ClientStream,
     idle: Duration,
     /// Armed while the body waits for the client; made once, reset on each wait.
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
@@ -105,7 +104,7 @@ pub(crate) struct ClientIncoming {
 
 impl ClientIncoming {
     /// `inner`, ending in an error after `idle` without data.
-    pub(crate) fn new(inner: Incoming, idle: Duration) -> ClientIncoming {
+    pub(crate) fn new(inner: ClientStream, idle: Duration) -> ClientIncoming {
         ClientIncoming {
             inner,
             idle,
@@ -127,7 +126,7 @@ impl Body for ClientIncoming {
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(frame) => {
                 this.moved = true;
-                Poll::Ready(frame.map(|f| f.map_err(BoxError::from)))
+                Poll::Ready(frame)
             }
             Poll::Pending => {
                 // The clock is read only when the wait starts anew.

@@ -16,8 +16,9 @@
 //! bytes come, a new hyper connection takes over the same stream. The client sees one
 //! ordinary keep-alive connection.
 //!
-//! HTTP/2 connections are served by one hyper connection from start to end: their
-//! state (HPACK tables, flow-control windows, settings) cannot be dropped and rebuilt.
+//! HTTP/2 connections are served from start to end by the h2 crate (`server/h2.rs`):
+//! their state (HPACK tables, flow-control windows, settings) cannot be dropped and
+//! rebuilt.
 
 use std::future::Future;
 use std::io::IoSlice;
@@ -29,17 +30,19 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use http_body::{Body, Frame, SizeHint};
-use hyper::server::conn::{http1, http2};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 use tokio::time::Sleep;
 
-use crate::body::ProxyBody;
+use crate::body::{ClientStream, ProxyBody};
 use crate::framing::FramingGuard;
 use crate::interim::{self, Interim};
 use crate::listener::ClientIo;
 use crate::service::{ConnInfo, Engine};
+
+use super::h2::H2Settings;
 
 /// How long an HTTP/1 connection waits for its next request with hyper's state kept,
 /// before it is parked. A client that sends its requests back to back never pays for
@@ -52,7 +55,7 @@ const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// How client connections are served: hyper's settings for each protocol.
 pub(crate) struct Protocols {
     pub http1: http1::Builder,
-    pub http2: http2::Builder<TokioExecutor>,
+    pub http2: H2Settings,
     /// How long a connection may wait for a request (hyper's header read timeout on
     /// HTTP/1, applied here while a connection is parked).
     pub idle: Duration,
@@ -71,13 +74,12 @@ impl Protocols {
             .max_buf_size((2 * header_limit + 8192).max(16384))
             .max_headers(crate::headers::MAX_REQUEST_FIELDS)
             .pipeline_flush(false);
-        let mut h2 = http2::Builder::new(TokioExecutor::new());
-        h2.timer(TokioTimer::new())
-            .max_header_list_size((header_limit as u32).saturating_mul(2))
-            .max_concurrent_streams(256);
         Protocols {
             http1: h1,
-            http2: h2,
+            http2: H2Settings {
+                max_header_list_size: (header_limit as u32).saturating_mul(2),
+                max_concurrent_streams: 256,
+            },
             idle,
         }
     }
@@ -116,31 +118,8 @@ pub(crate) async fn serve(
         return;
     };
     if h2 {
-        // Boxed, as below.
-        let service = hyper::service::service_fn(move |req| {
-            Box::pin(crate::service::handle(engine.clone(), conn.clone(), req))
-        });
-        let connection = protocols
-            .http2
-            .serve_connection(TokioIo::new(client), service);
-        tokio::pin!(connection);
-        let mut stopping = false;
-        loop {
-            tokio::select! {
-                result = connection.as_mut() => {
-                    if let Err(e) = result {
-                        tracing::debug!("client connection ended: {e}");
-                    }
-                    return;
-                }
-                changed = stop.changed(), if !stopping => {
-                    if changed.is_err() || *stop.borrow() {
-                        stopping = true;
-                        connection.as_mut().graceful_shutdown();
-                    }
-                }
-            }
-        }
+        let idle = protocols.idle;
+        return super::h2::serve(client, conn, engine, &protocols.http2, idle, stop).await;
     }
     client.may_park = true;
     loop {
@@ -153,7 +132,11 @@ pub(crate) async fn serve(
             // Boxed: a transaction's future is several KiB, and hyper moves the future
             // it is given; a pointer is cheaper to move than the future (a miss spent
             // about 8,500 instructions copying it).
-            let handled = Box::pin(crate::service::handle(engine.clone(), conn.clone(), req));
+            let handled = Box::pin(crate::service::handle(
+                engine.clone(),
+                conn.clone(),
+                req.map(ClientStream::Http1),
+            ));
             async move {
                 // hyper polls this future on the connection's task: its waker is the
                 // one that gets a queued interim response written.

@@ -1,6 +1,6 @@
 //! Interim responses (RFC 9110 §15.2): a `103 Early Hints` or `102 Processing` from the
-//! origin reaches an HTTP/1.1 client before the final response, never an HTTP/1.0
-//! client, and is never stored with the response.
+//! origin reaches an HTTP/1.1 or HTTP/2 client before the final response, never an
+//! HTTP/1.0 client, and is never stored with the response.
 //!
 //! hyper's origin server cannot send a 1xx, so these tests use a raw one.
 
@@ -211,20 +211,102 @@ fn an_http10_client_gets_no_interim_response() {
     assert_eq!(origin.requests.load(Ordering::SeqCst), 1);
 }
 
-/// hyper's HTTP/2 server offers no way to send a 1xx, so an HTTP/2 client gets the
-/// final response alone, on a connection the interim one must not disturb.
-#[tokio::test]
-async fn an_http2_client_gets_the_final_response_alone() {
-    let origin = InterimOrigin::start(EARLY_HINTS);
-    origin.release();
-    origin.release();
-    let proxy = Proxy::reverse(&format!("http://{}", origin.addr));
-    let client = direct_builder().http2_prior_knowledge().build().unwrap();
-    for path in ["/h2", "/h2-again"] {
-        let r = get(&client, &proxy.reverse_url(path), &[]).await;
-        assert_eq!(r.version, reqwest::Version::HTTP_2);
-        assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "hello"));
-        assert_eq!(r.header("link"), None);
+/// An HTTP/2 client (prior knowledge) on the proxy's reverse listener.
+async fn h2_client(proxy: &Proxy) -> h2::client::SendRequest<bytes::Bytes> {
+    let tcp = tokio::net::TcpStream::connect(proxy.reverse_addr())
+        .await
+        .expect("connect to the proxy");
+    let (client, connection) = h2::client::handshake(tcp).await.expect("h2 handshake");
+    tokio::spawn(connection);
+    client
+}
+
+/// Sends a GET for `path` and returns the interim responses seen while the origin holds
+/// its final one (up to `interim`), then releases it and returns the final head and
+/// body.
+async fn h2_get(
+    client: &mut h2::client::SendRequest<bytes::Bytes>,
+    proxy: &Proxy,
+    origin: &InterimOrigin,
+    path: &str,
+    interim: usize,
+) -> (Vec<http::Response<()>>, http::Response<()>, String) {
+    let req = http::Request::get(proxy.reverse_url(path))
+        .body(())
+        .unwrap();
+    let mut sent = client.clone().ready().await.expect("stream capacity");
+    let (mut response, _) = sent.send_request(req, true).expect("send the request");
+    *client = sent;
+    let mut seen = Vec::new();
+    while seen.len() < interim {
+        let next = tokio::time::timeout(
+            HOLD,
+            std::future::poll_fn(|cx| response.poll_informational(cx)),
+        )
+        .await
+        .expect("an interim response before the origin's final one");
+        match next {
+            Some(Ok(r)) => seen.push(r),
+            other => panic!("no interim response: {other:?}"),
+        }
     }
-    assert_eq!(origin.requests.load(Ordering::SeqCst), 2);
+    origin.release();
+    let response = response.await.expect("the final response");
+    let (head, mut body) = response.into_parts();
+    let mut text = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.expect("body data");
+        let _ = body.flow_control().release_capacity(chunk.len());
+        text.extend_from_slice(&chunk);
+    }
+    (
+        seen,
+        http::Response::from_parts(head, ()),
+        String::from_utf8_lossy(&text).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn early_hints_reach_an_http2_client_first_and_are_not_stored() {
+    let origin = InterimOrigin::start(EARLY_HINTS);
+    let proxy = Proxy::reverse(&format!("http://{}", origin.addr));
+    let mut client = h2_client(&proxy).await;
+    let (hints, page, body) = h2_get(&mut client, &proxy, &origin, "/h2", 1).await;
+    assert_eq!(hints[0].status().as_u16(), 103);
+    assert_eq!(
+        hints[0].headers().get("link").unwrap(),
+        "</style.css>; rel=preload; as=style"
+    );
+    assert_eq!((page.status().as_u16(), body.as_str()), (200, "hello"));
+    assert!(page.headers().get("date").is_some(), "{page:?}");
+    let cache_status = page
+        .headers()
+        .get("cache-status")
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(cs_has(cache_status, "stored", None), "{page:?}");
+    // The hit comes from the cache alone: no 103 before it, on the same connection.
+    let (hints, again, body) = h2_get(&mut client, &proxy, &origin, "/h2", 0).await;
+    assert!(hints.is_empty());
+    assert_eq!((again.status().as_u16(), body.as_str()), (200, "hello"));
+    let cache_status = again
+        .headers()
+        .get("cache-status")
+        .unwrap()
+        .to_str()
+        .unwrap();
+    assert!(is_hit(cache_status), "{again:?}");
+    assert_eq!(again.headers().get("link"), None);
+    assert_eq!(origin.requests.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn processing_reaches_an_http2_client_first() {
+    let origin = InterimOrigin::start(PROCESSING);
+    let proxy = Proxy::reverse(&format!("http://{}", origin.addr));
+    let mut client = h2_client(&proxy).await;
+    let (seen, last, body) = h2_get(&mut client, &proxy, &origin, "/slow", 1).await;
+    assert_eq!(seen[0].status().as_u16(), 102);
+    assert_eq!((last.status().as_u16(), body.as_str()), (200, "hello"));
 }

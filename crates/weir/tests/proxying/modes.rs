@@ -149,6 +149,62 @@ fn connect_tunnel_relays_bytes_both_ways() {
     assert_eq!(echo.accepted(), 1);
 }
 
+/// The same over HTTP/2 (RFC 9113 §8.5): the tunnel is one stream's DATA frames.
+#[tokio::test]
+async fn connect_tunnel_over_http2_relays_bytes_both_ways() {
+    let echo = EchoServer::start();
+    let proxy = Proxy::builder()
+        .forward()
+        .connect_ports(&[echo.port()])
+        .start();
+    let tcp = tokio::net::TcpStream::connect(proxy.forward_addr())
+        .await
+        .unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.expect("h2 handshake");
+    tokio::spawn(connection);
+    let mut client = client.ready().await.unwrap();
+    let req = http::Request::builder()
+        .method(http::Method::CONNECT)
+        .uri(format!("127.0.0.1:{}", echo.port()))
+        .body(())
+        .unwrap();
+    let (response, mut send) = client.send_request(req, false).unwrap();
+    let response = response.await.expect("CONNECT response");
+    assert_eq!(response.status(), 200, "CONNECT to an allowed port");
+    let mut recv = response.into_body();
+    for msg in [
+        &b"hello tunnel"[..],
+        &[0u8, 1, 2, 255, 13, 10][..],
+        &vec![b'x'; 100_000],
+    ] {
+        send.send_data(bytes::Bytes::copy_from_slice(msg), false)
+            .unwrap();
+        let mut echoed = Vec::new();
+        while echoed.len() < msg.len() {
+            let chunk = tokio::time::timeout(std::time::Duration::from_secs(10), recv.data())
+                .await
+                .expect("echoed bytes in time")
+                .expect("the tunnel open")
+                .unwrap();
+            let _ = recv.flow_control().release_capacity(chunk.len());
+            echoed.extend_from_slice(&chunk);
+        }
+        assert_eq!(echoed, msg);
+    }
+    // The client's end of stream closes the tunnel: the echo server's close comes back.
+    send.send_data(bytes::Bytes::new(), true).unwrap();
+    let end = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        let mut after = Vec::new();
+        while let Some(chunk) = recv.data().await {
+            after.extend_from_slice(&chunk.expect("a clean end"));
+        }
+        after
+    })
+    .await;
+    assert_eq!(end.expect("the tunnel closed in time"), b"");
+    assert_eq!(echo.accepted(), 1);
+}
+
 #[test]
 fn connect_to_a_port_not_allowed_gets_403() {
     let echo = EchoServer::start();
