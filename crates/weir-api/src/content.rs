@@ -138,7 +138,41 @@ pub trait ContentManager: Send + Sync {
         let _ = (url, variant, status, headers, body);
         Box::pin(async { Err(ContentError::NotStorable) })
     }
+
+    /// Sends `request` (an absolute `http://` or `https://` URI, headers and body as
+    /// given) to its origin through the engine's upstream connections, past the cache
+    /// and every module, and returns the whole response, within `timeout`. A body
+    /// longer than [`CALL_BODY_LIMIT`] fails the call. For a module that consults
+    /// another service on a transaction's way (an authorization server, a lookup):
+    /// return [`crate::Flow::Wait`] with the call inside.
+    ///
+    /// ```no_run
+    /// # async fn example(content: &dyn weir_api::ContentManager) {
+    /// use std::time::Duration;
+    /// let request = http::Request::get("http://auth.internal:8080/check?user=ann")
+    ///     .body(bytes::Bytes::new())
+    ///     .unwrap();
+    /// match content.call(request, Duration::from_secs(2)).await {
+    ///     Ok(response) if response.status().is_success() => { /* allowed */ }
+    ///     _ => { /* refused, or the service failed */ }
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// Added after the other calls: the default answers [`ContentError::Origin`], so
+    /// an implementation written before it still compiles.
+    fn call<'a>(
+        &'a self,
+        request: http::Request<Bytes>,
+        timeout: Duration,
+    ) -> ContentFuture<'a, http::Response<Bytes>> {
+        let _ = (request, timeout);
+        Box::pin(async { Err(ContentError::Origin("calls are not supported here".into())) })
+    }
 }
+
+/// The longest response body [`ContentManager::call`] returns (16 MiB).
+pub const CALL_BODY_LIMIT: usize = 16 << 20;
 
 /// A body held in memory, as a [`BodyReader`] (for [`ContentManager::inject`]).
 pub struct BytesBody(Option<Bytes>);

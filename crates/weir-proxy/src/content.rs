@@ -236,6 +236,20 @@ impl ContentManager for EngineContent {
         Box::pin(self.get_through_cache(url, None))
     }
 
+    fn call<'a>(
+        &'a self,
+        request: http::Request<Bytes>,
+        timeout: Duration,
+    ) -> ContentFuture<'a, http::Response<Bytes>> {
+        Box::pin(async move {
+            let engine = self
+                .engine
+                .get()
+                .ok_or_else(|| ContentError::Origin("the proxy is not running yet".to_string()))?;
+            crate::callout::call(engine, request, timeout).await
+        })
+    }
+
     fn validate<'a>(&'a self, url: &'a str) -> ContentFuture<'a, ObjectInfo> {
         Box::pin(async move {
             let (_, key) = parse(url)?;

@@ -9,6 +9,7 @@ pub mod access_log;
 mod admin;
 mod body;
 mod cached;
+mod callout;
 mod cluster;
 pub mod config;
 mod conn;

@@ -7,12 +7,13 @@ use std::sync::Mutex;
 use wasmtime::TypedFunc;
 use weir_api::http::{HeaderMap, StatusCode};
 use weir_api::{
-    BodyChunk, Bytes, CacheLookup, Counter, Event, Events, Flow, Module, RequestHead, ResponseHead,
-    Timer, Txn,
+    BodyChunk, Bytes, CacheLookup, Counter, Decision, Event, Events, Flow, Module, RequestHead,
+    ResponseHead, Timer, Txn,
 };
 
 use crate::abi::BufferType;
-use crate::host::{CacheSteer, Host};
+use crate::head::Head;
+use crate::host::{CacheSteer, PendingCall};
 use crate::vm::{Template, Vm, ROOT};
 
 /// Which of Weir's events a filter's response callbacks run at.
@@ -184,7 +185,7 @@ impl Filter {
         }
     }
 
-    fn body(&self, txn: &mut Txn, chunk: &mut BodyChunk, request: bool) -> Flow<'static> {
+    fn body<'a>(&'a self, txn: &'a mut Txn, chunk: &mut BodyChunk, request: bool) -> Flow<'a> {
         let (kind, func, name) = match request {
             true => (BufferType::RequestBody, "proxy_on_request_body", 0),
             false => (BufferType::ResponseBody, "proxy_on_response_body", 1),
@@ -211,7 +212,7 @@ impl Filter {
             }
             _ => chunk.data = data,
         }
-        self.local_response(txn)
+        self.after_callback(txn, Head::None)
     }
 
     fn headers_call(
@@ -227,7 +228,11 @@ impl Filter {
         Ok(())
     }
 
-    fn response_headers(&self, txn: &mut Txn, response: &mut ResponseHead) -> Flow<'static> {
+    fn response_headers<'a>(
+        &'a self,
+        txn: &'a mut Txn,
+        response: &'a mut ResponseHead,
+    ) -> Flow<'a> {
         if self.options.response_body {
             txn.whole_body();
             txn.body_length_may_change();
@@ -238,22 +243,88 @@ impl Filter {
                 .headers
                 .get("content-length")
                 .is_some_and(|v| v == "0");
+        let mut head = Head::Response(response);
         let back = self.with_stream(txn, |vm, ctx| {
-            let count = response.headers.len();
-            let host = vm.store.data_mut();
-            host.status = Some(response.status);
-            host.response_headers = Some(std::mem::take(&mut response.headers));
+            let count = match &head {
+                Head::Response(r) => r.headers.len(),
+                _ => 0,
+            };
+            head.enter(vm.store.data_mut());
             let f = vm.exports.response_headers.clone();
             let r = Self::headers_call(vm, f, ctx, count, end);
-            let host = vm.store.data_mut();
-            response.headers = host.response_headers.take().unwrap_or_default();
-            response.status = host.status.unwrap_or(response.status);
+            head.leave(vm.store.data_mut());
             ((), r)
         });
         if let Some(((), Err(e))) = back {
             self.fail("proxy_on_response_headers", e);
         }
-        self.local_response(txn)
+        self.after_callback(txn, head)
+    }
+
+    /// What the engine does after a callback: wait for the callouts it asked for (see
+    /// `callout.rs`), answer with the filter's local response, or go on.
+    fn after_callback<'a>(&'a self, txn: &'a mut Txn, head: Head<'a>) -> Flow<'a> {
+        let calls = match txn.state::<Stream>().vm().as_mut() {
+            Some(vm) => std::mem::take(&mut vm.store.data_mut().calls),
+            None => Vec::new(),
+        };
+        if calls.is_empty() {
+            return self.local_response(txn);
+        }
+        Flow::wait(self.callouts(txn, head, calls))
+    }
+
+    /// Sends `calls` together and hands each answer to `proxy_on_http_call_response`,
+    /// with the paused callback's head; again for the calls those callbacks make. The
+    /// stream goes on once none is left (a filter need not call
+    /// `proxy_continue_stream`), or answers with the filter's local response.
+    async fn callouts(
+        &self,
+        txn: &mut Txn,
+        mut head: Head<'_>,
+        mut calls: Vec<PendingCall>,
+    ) -> Decision {
+        let content = self.template.shared.context.content().clone();
+        while !calls.is_empty() {
+            let sent = calls.into_iter().map(|call| {
+                let content = content.clone();
+                async move {
+                    let answer = content.call(call.request, call.timeout).await;
+                    (call.token, answer.map_err(|e| e.to_string()))
+                }
+            });
+            for (token, answer) in futures_util::future::join_all(sent).await {
+                let answer = crate::callout::answer(answer);
+                let back = self.with_stream(txn, |vm, ctx| {
+                    let (fields, body) = (answer.field_count(), answer.body.len());
+                    let host = vm.store.data_mut();
+                    host.callout = Some(answer);
+                    head.enter(host);
+                    let r = match vm.exports.http_call_response.clone() {
+                        Some(f) => vm.call(f, (ctx, token as i32, fields as i32, body as i32, 0)),
+                        None => Ok(()),
+                    };
+                    let host = vm.store.data_mut();
+                    head.leave(host);
+                    host.callout = None;
+                    ((), r)
+                });
+                match back {
+                    Some(((), Err(e))) => self.fail("proxy_on_http_call_response", e),
+                    // The instance failed earlier: nothing left to ask.
+                    None => return Decision::Continue,
+                    Some(((), Ok(()))) => {}
+                }
+                if let Flow::Respond(reply) = self.local_response(txn) {
+                    return Decision::Respond(reply);
+                }
+            }
+            calls = match txn.state::<Stream>().vm().as_mut() {
+                Some(vm) => std::mem::take(&mut vm.store.data_mut().calls),
+                None => Vec::new(),
+            };
+        }
+        Decision::Continue
     }
 }
 
@@ -313,24 +384,19 @@ impl Module for Filter {
         let end = request_ends(request);
         // The head moves into the instance for the call and back out after it, even
         // when the call fails (an optional filter's request goes on unchanged).
+        let count = request.headers.len();
+        let mut head = Head::Request(request);
         let back = self.with_stream(txn, |vm, ctx| {
-            let count = request.headers.len();
-            let host: &mut Host = vm.store.data_mut();
-            host.method = std::mem::take(&mut request.method);
-            host.uri = std::mem::take(&mut request.uri);
-            host.request_headers = Some(std::mem::take(&mut request.headers));
+            head.enter(vm.store.data_mut());
             let f = vm.exports.request_headers.clone();
             let r = Self::headers_call(vm, f, ctx, count, end);
-            let host = vm.store.data_mut();
-            request.method = host.method.clone();
-            request.uri = host.uri.clone();
-            request.headers = host.request_headers.take().unwrap_or_default();
+            head.leave(vm.store.data_mut());
             ((), r)
         });
         if let Some(((), Err(e))) = back {
             self.fail("proxy_on_request_headers", e);
         }
-        self.local_response(txn)
+        self.after_callback(txn, head)
     }
 
     fn on_cache_lookup<'a>(&'a self, txn: &'a mut Txn, lookup: CacheLookup) -> Flow<'a> {

@@ -35,6 +35,12 @@ fn pseudo(host: &Host, map: MapType) -> Vec<(&'static str, String)> {
             .status
             .map(|s| vec![(":status", s.as_u16().to_string())])
             .unwrap_or_default(),
+        MapType::HttpCallResponseHeaders => host
+            .callout
+            .as_ref()
+            .and_then(|c| c.status)
+            .map(|s| vec![(":status", s.as_u16().to_string())])
+            .unwrap_or_default(),
         _ => Vec::new(),
     }
 }
@@ -52,6 +58,7 @@ fn map(host: &Host, map: MapType) -> Option<&HeaderMap> {
     match map {
         MapType::RequestHeaders => host.request_headers.as_ref(),
         MapType::ResponseHeaders => host.response_headers.as_ref(),
+        MapType::HttpCallResponseHeaders => host.callout.as_ref().map(|c| &c.headers),
         _ => None,
     }
 }

@@ -95,6 +95,21 @@ pub(crate) struct CacheSteer {
     pub tags: Vec<String>,
 }
 
+/// An HTTP callout a filter asked for, not yet sent (`callout.rs`).
+pub(crate) struct PendingCall {
+    pub token: u32,
+    pub request: weir_api::http::Request<weir_api::Bytes>,
+    pub timeout: Duration,
+}
+
+/// A callout's answer, during `proxy_on_http_call_response`.
+pub(crate) struct Callout {
+    /// `None` when the call failed.
+    pub status: Option<StatusCode>,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
 /// The state of one filter instance, in its wasmtime store.
 pub(crate) struct Host {
     pub memory: Option<Memory>,
@@ -121,6 +136,12 @@ pub(crate) struct Host {
     pub local_response: Option<Reply>,
     /// Set by the `weir_` cache functions.
     pub steer: Option<Box<CacheSteer>>,
+    /// Callouts asked for in the current callback.
+    pub calls: Vec<PendingCall>,
+    /// The last callout token handed out.
+    pub next_token: u32,
+    /// The answer being handed to `proxy_on_http_call_response`.
+    pub callout: Option<Callout>,
 }
 
 impl Host {
@@ -141,6 +162,9 @@ impl Host {
             lookup: None,
             local_response: None,
             steer: None,
+            calls: Vec::new(),
+            next_token: 0,
+            callout: None,
         }
     }
 
@@ -161,5 +185,7 @@ impl Host {
         self.lookup = None;
         self.local_response = None;
         self.steer = None;
+        self.calls.clear();
+        self.callout = None;
     }
 }

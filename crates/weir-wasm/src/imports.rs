@@ -41,7 +41,10 @@ fn buffer(host: &Host, which: BufferType) -> Result<&[u8], Status> {
             Some((kind, data)) if *kind == which => Ok(data),
             _ => Err(Status::NotFound),
         },
-        BufferType::HttpCallResponseBody => Err(Status::NotFound),
+        BufferType::HttpCallResponseBody => match &host.callout {
+            Some(callout) => Ok(&callout.body),
+            None => Err(Status::NotFound),
+        },
     }
 }
 
@@ -387,8 +390,8 @@ pub(crate) fn define(linker: &mut Linker<Host>) -> wasmtime::Result<()> {
             foreign(&mut c, np, nl, ap, al, pp, lp)
         },
     )?;
-    // Streams are never held back (a paused callback goes on when it returns), so
-    // continuing one is always done.
+    // A stream is held only while the callouts of its callbacks are answered, and goes
+    // on once none is left (`callout.rs`): continuing one is always done.
     linker.func_wrap("env", "proxy_continue_stream", |_: C<'_>, _stream: i32| 0)?;
     linker.func_wrap("env", "proxy_continue_request", |_: C<'_>| 0)?;
     linker.func_wrap("env", "proxy_continue_response", |_: C<'_>| 0)?;

@@ -20,8 +20,10 @@
 #![deny(missing_docs)]
 
 mod abi;
+mod callout;
 mod filter;
 pub mod foreign;
+mod head;
 mod headers;
 mod host;
 mod imports;

@@ -38,6 +38,9 @@ pub(crate) fn engine() -> &'static Engine {
     })
 }
 
+/// `proxy_on_http_call_response(context, token, headers, body size, trailers)`.
+pub(crate) type CallResponse = TypedFunc<(i32, i32, i32, i32, i32), ()>;
+
 /// The filter's exported callbacks (`None`: not exported; the call is skipped).
 #[derive(Clone, Default)]
 pub(crate) struct Exports {
@@ -52,6 +55,7 @@ pub(crate) struct Exports {
     pub log: Option<TypedFunc<i32, ()>>,
     pub done: Option<TypedFunc<i32, i32>>,
     pub delete: Option<TypedFunc<i32, ()>>,
+    pub http_call_response: Option<CallResponse>,
 }
 
 /// A compiled filter, ready to instantiate.
@@ -87,6 +91,7 @@ impl Template {
         }
         let mut linker = Linker::new(engine);
         crate::imports::define(&mut linker).map_err(|e| format!("{e:#}"))?;
+        crate::callout::link(&mut linker).map_err(|e| format!("{e:#}"))?;
         let mut scratch = Store::new(engine, Host::new(shared.clone(), Default::default()));
         crate::imports::stub_unknown(&mut linker, &module, &mut scratch)
             .map_err(|e| format!("{e:#}"))?;
@@ -151,6 +156,7 @@ impl Template {
             log: get!("proxy_on_log"),
             done: get!("proxy_on_done"),
             delete: get!("proxy_on_delete"),
+            http_call_response: get!("proxy_on_http_call_response"),
         };
         if let Some(e) = typed_err {
             return Err(e);

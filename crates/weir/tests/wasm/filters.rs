@@ -21,6 +21,8 @@ const PRELUDE: &str = r#"
   (import "env" "proxy_define_metric" (func $define_metric (param i32 i32 i32 i32) (result i32)))
   (import "env" "proxy_increment_metric" (func $increment_metric (param i32 i64) (result i32)))
   (import "env" "proxy_get_property" (func $get_property (param i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_http_call" (func $http_call (param i32 i32 i32 i32 i32 i32 i32 i32 i32 i32) (result i32)))
+  (import "env" "proxy_continue_stream" (func $continue (param i32) (result i32)))
   (memory (export "memory") 2)
   (global $heap (mut i32) (i32.const 4096))
   (global $base (mut i32) (i32.const 4096))
@@ -245,3 +247,38 @@ pub fn version(v: &str) -> String {
         v.len()
     )
 }
+
+/// At request headers, calls `GET /auth` (`:authority auth`) on the upstream its
+/// configuration names and pauses; when the answer comes, adds `x-callout` (the
+/// answer's body, or `failed` when the call failed) and `x-callout-status` to the
+/// request, then continues it. An answer with status 403 is turned into a local 403.
+pub const CALLOUT: &str = r#"
+  (data (i32.const 64) "x-callout")
+  (data (i32.const 80) "failed")
+  (data (i32.const 96) ":status")
+  (data (i32.const 112) "x-callout-status")
+  (data (i32.const 128) "403")
+  (data (i32.const 144) "refused by the callout")
+  (data (i32.const 256) "\03\00\00\00\07\00\00\00\03\00\00\00\05\00\00\00\05\00\00\00\0a\00\00\00\04\00\00\00:method\00GET\00:path\00/auth\00:authority\00auth\00")
+  (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
+    (drop (call $http_call (global.get $conf_p) (global.get $conf_l) (i32.const 256) (i32.const 68)
+      (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 0) (i32.const 2000) (i32.const 16)))
+    (i32.const 1))
+  (func (export "proxy_on_http_call_response") (param $ctx i32) (param $token i32) (param $headers i32) (param $body i32) (param i32)
+    (if (i32.eqz (local.get $headers))
+      (then
+        (drop (call $add_header (i32.const 0) (i32.const 64) (i32.const 9) (i32.const 80) (i32.const 6)))
+        (drop (call $continue (i32.const 0)))
+        (return)))
+    (if (i32.eqz (call $get_header (i32.const 6) (i32.const 96) (i32.const 7) (i32.const 0) (i32.const 4)))
+      (then
+        (if (i32.eq (i32.load8_u (i32.add (i32.load (i32.const 0)) (i32.const 2))) (i32.const 51))
+          (then
+            (drop (call $local (i32.const 403) (i32.const 0) (i32.const 0)
+              (i32.const 144) (i32.const 22) (i32.const 0) (i32.const 0) (i32.const -1)))
+            (return)))
+        (drop (call $add_header (i32.const 0) (i32.const 112) (i32.const 16) (i32.load (i32.const 0)) (i32.load (i32.const 4))))))
+    (drop (call $get_buffer (i32.const 4) (i32.const 0) (local.get $body) (i32.const 8) (i32.const 12)))
+    (drop (call $add_header (i32.const 0) (i32.const 64) (i32.const 9) (i32.load (i32.const 8)) (i32.load (i32.const 12))))
+    (drop (call $continue (i32.const 0))))
+"#;

@@ -2,6 +2,7 @@
 //! written in WebAssembly text and compiled here, loaded by a running proxy in front
 //! of a real origin.
 
+mod callouts;
 #[path = "../common/mod.rs"]
 mod common;
 mod filters;
