@@ -7,8 +7,8 @@ use std::sync::Mutex;
 use wasmtime::TypedFunc;
 use weir_api::http::{HeaderMap, StatusCode};
 use weir_api::{
-    BodyChunk, Bytes, CacheLookup, Counter, Decision, Event, Events, Flow, Module, RequestHead,
-    ResponseHead, Timer, Txn,
+    BodyChunk, Bytes, CacheLookup, Counter, Decision, Event, Events, Flow, Module, Reply,
+    RequestHead, ResponseHead, Timer, Txn,
 };
 
 use crate::abi::BufferType;
@@ -56,6 +56,16 @@ struct Stream {
     /// other event reaches it without locking.
     vm: Mutex<Option<Box<Vm>>>,
     context: i32,
+}
+
+/// What a callback that succeeded left for the engine: taken out of the instance
+/// in the same visit to the transaction's state as the call.
+#[derive(Default)]
+struct Left {
+    /// Set with `proxy_send_local_response`.
+    local: Option<Reply>,
+    /// Asked for with `proxy_http_call`.
+    calls: Vec<PendingCall>,
 }
 
 impl Stream {
@@ -143,7 +153,7 @@ impl Filter {
         &self,
         txn: &mut Txn,
         f: impl FnOnce(&mut Vm, i32) -> (R, wasmtime::Result<()>),
-    ) -> Option<(R, wasmtime::Result<()>)> {
+    ) -> Option<(R, wasmtime::Result<()>, Left)> {
         // The state is looked up once: each lookup costs a hit about a hundred
         // instructions, and this runs at every callback.
         let client = txn.client_addr();
@@ -163,26 +173,18 @@ impl Filter {
             None => return None,
         };
         let (back, result) = f(&mut vm, stream.context);
+        let mut left = Left::default();
         if result.is_ok() {
-            let steer = vm.store.data_mut().steer.take();
+            let host = vm.store.data_mut();
+            let steer = host.steer.take();
+            left.local = host.local_response.take();
+            left.calls = std::mem::take(&mut host.calls);
             *stream.vm() = Some(vm);
             if let Some(steer) = steer {
                 apply(txn, *steer);
             }
         }
-        Some((back, result))
-    }
-
-    fn local_response(&self, txn: &mut Txn) -> Flow<'static> {
-        let stream = txn.state::<Stream>();
-        match stream
-            .vm()
-            .as_mut()
-            .and_then(|vm| vm.store.data_mut().local_response.take())
-        {
-            Some(reply) => Flow::Respond(reply),
-            None => Flow::Continue,
-        }
+        Some((back, result, left))
     }
 
     fn body<'a>(&'a self, txn: &'a mut Txn, chunk: &mut BodyChunk, request: bool) -> Flow<'a> {
@@ -204,15 +206,25 @@ impl Filter {
             };
             (vm.store.data_mut().body.take().map(|(_, b)| b), r)
         });
-        match out {
-            Some((Some(b), Ok(()))) => chunk.data = Bytes::from(b),
-            Some((_, Err(e))) => {
+        let left = match out {
+            Some((Some(b), Ok(()), left)) => {
+                chunk.data = Bytes::from(b);
+                left
+            }
+            Some((_, Err(e), _)) => {
                 chunk.data = data;
                 self.fail(func, e)
             }
-            _ => chunk.data = data,
-        }
-        self.after_callback(txn, Head::None)
+            Some((None, Ok(()), left)) => {
+                chunk.data = data;
+                left
+            }
+            None => {
+                chunk.data = data;
+                Left::default()
+            }
+        };
+        self.after_callback(txn, Head::None, left)
     }
 
     fn headers_call(
@@ -255,23 +267,24 @@ impl Filter {
             head.leave(vm.store.data_mut());
             ((), r)
         });
-        if let Some(((), Err(e))) = back {
-            self.fail("proxy_on_response_headers", e);
-        }
-        self.after_callback(txn, head)
+        let left = match back {
+            Some(((), Err(e), _)) => self.fail("proxy_on_response_headers", e),
+            Some(((), Ok(()), left)) => left,
+            None => Left::default(),
+        };
+        self.after_callback(txn, head, left)
     }
 
     /// What the engine does after a callback: wait for the callouts it asked for (see
     /// `callout.rs`), answer with the filter's local response, or go on.
-    fn after_callback<'a>(&'a self, txn: &'a mut Txn, head: Head<'a>) -> Flow<'a> {
-        let calls = match txn.state::<Stream>().vm().as_mut() {
-            Some(vm) => std::mem::take(&mut vm.store.data_mut().calls),
-            None => Vec::new(),
-        };
-        if calls.is_empty() {
-            return self.local_response(txn);
+    fn after_callback<'a>(&'a self, txn: &'a mut Txn, head: Head<'a>, left: Left) -> Flow<'a> {
+        if let Some(reply) = left.local {
+            return Flow::Respond(reply);
         }
-        Flow::wait(self.callouts(txn, head, calls))
+        if left.calls.is_empty() {
+            return Flow::Continue;
+        }
+        Flow::wait(self.callouts(txn, head, left.calls))
     }
 
     /// Sends `calls` together and hands each answer to `proxy_on_http_call_response`,
@@ -285,6 +298,7 @@ impl Filter {
         mut calls: Vec<PendingCall>,
     ) -> Decision {
         let content = self.template.shared.context.content().clone();
+        let mut next = Vec::new();
         while !calls.is_empty() {
             let sent = calls.into_iter().map(|call| {
                 let content = content.clone();
@@ -309,20 +323,18 @@ impl Filter {
                     host.callout = None;
                     ((), r)
                 });
-                match back {
-                    Some(((), Err(e))) => self.fail("proxy_on_http_call_response", e),
+                let left = match back {
+                    Some(((), Err(e), _)) => self.fail("proxy_on_http_call_response", e),
                     // The instance failed earlier: nothing left to ask.
                     None => return Decision::Continue,
-                    Some(((), Ok(()))) => {}
-                }
-                if let Flow::Respond(reply) = self.local_response(txn) {
+                    Some(((), Ok(()), left)) => left,
+                };
+                if let Some(reply) = left.local {
                     return Decision::Respond(reply);
                 }
+                next.extend(left.calls);
             }
-            calls = match txn.state::<Stream>().vm().as_mut() {
-                Some(vm) => std::mem::take(&mut vm.store.data_mut().calls),
-                None => Vec::new(),
-            };
+            calls = std::mem::take(&mut next);
         }
         Decision::Continue
     }
@@ -393,10 +405,12 @@ impl Module for Filter {
             head.leave(vm.store.data_mut());
             ((), r)
         });
-        if let Some(((), Err(e))) = back {
-            self.fail("proxy_on_request_headers", e);
-        }
-        self.after_callback(txn, head)
+        let left = match back {
+            Some(((), Err(e), _)) => self.fail("proxy_on_request_headers", e),
+            Some(((), Ok(()), left)) => left,
+            None => Left::default(),
+        };
+        self.after_callback(txn, head, left)
     }
 
     fn on_cache_lookup<'a>(&'a self, txn: &'a mut Txn, lookup: CacheLookup) -> Flow<'a> {
