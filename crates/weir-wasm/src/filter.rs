@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 
 use wasmtime::TypedFunc;
-use weir_api::http::{HeaderMap, StatusCode};
+use weir_api::http::{header, HeaderMap, StatusCode};
 use weir_api::{
     BodyChunk, Bytes, CacheLookup, Counter, Decision, Event, Events, Flow, Module, Reply,
     RequestHead, ResponseHead, Timer, Txn,
@@ -177,8 +177,13 @@ impl Filter {
         if result.is_ok() {
             let host = vm.store.data_mut();
             let steer = host.steer.take();
-            left.local = host.local_response.take();
-            left.calls = std::mem::take(&mut host.calls);
+            // Most callbacks leave neither: no move of an empty slot.
+            if host.local_response.is_some() {
+                left.local = host.local_response.take();
+            }
+            if !host.calls.is_empty() {
+                left.calls = std::mem::take(&mut host.calls);
+            }
             *stream.vm() = Some(vm);
             if let Some(steer) = steer {
                 apply(txn, *steer);
@@ -253,7 +258,7 @@ impl Filter {
             || response.status == StatusCode::NOT_MODIFIED
             || response
                 .headers
-                .get("content-length")
+                .get(header::CONTENT_LENGTH)
                 .is_some_and(|v| v == "0");
         let mut head = Head::Response(response);
         let back = self.with_stream(txn, |vm, ctx| {
@@ -372,7 +377,9 @@ fn end_stream(vm: &mut Vm, ctx: i32) -> wasmtime::Result<()> {
 
 fn request_ends(request: &RequestHead) -> bool {
     let h: &HeaderMap = &request.headers;
-    !h.contains_key("transfer-encoding") && h.get("content-length").is_none_or(|v| v == "0")
+    // Named by constant: a name given as text is parsed and matched first.
+    !h.contains_key(header::TRANSFER_ENCODING)
+        && h.get(header::CONTENT_LENGTH).is_none_or(|v| v == "0")
 }
 
 impl Module for Filter {

@@ -18,6 +18,7 @@ pub(crate) enum Head<'a> {
 
 impl Head<'_> {
     /// Moves the head into the instance for a call.
+    #[inline]
     pub(crate) fn enter(&mut self, host: &mut Host) {
         match self {
             Head::Request(request) => {
@@ -34,6 +35,7 @@ impl Head<'_> {
     }
 
     /// Moves it back out after the call, as the filter left it.
+    #[inline]
     pub(crate) fn leave(&mut self, host: &mut Host) {
         match self {
             Head::Request(request) => {
