@@ -13,7 +13,7 @@ use weir_api::{
 
 use crate::abi::BufferType;
 use crate::head::Head;
-use crate::host::{CacheSteer, PendingCall};
+use crate::host::PendingCall;
 use crate::vm::{Template, Vm, ROOT};
 
 /// Which of Weir's events a filter's response callbacks run at.
@@ -186,7 +186,7 @@ impl Filter {
             }
             *stream.vm() = Some(vm);
             if let Some(steer) = steer {
-                apply(txn, *steer);
+                steer.apply(txn);
             }
         }
         Some((back, result, left))
@@ -343,22 +343,6 @@ impl Filter {
         }
         Decision::Continue
     }
-}
-
-/// Applies what a filter asked of the cache to the transaction.
-fn apply(txn: &mut Txn, steer: CacheSteer) {
-    let cache = txn.cache();
-    cache.skip |= steer.skip;
-    if steer.ttl.is_some() {
-        cache.ttl = steer.ttl;
-    }
-    for v in steer.variants {
-        cache.variant = Some(match cache.variant.take() {
-            Some(old) => format!("{old}+{v}").into(),
-            None => v.into(),
-        });
-    }
-    cache.tags.extend(steer.tags);
 }
 
 /// `proxy_on_log`, `proxy_on_done` and `proxy_on_delete` of an HTTP context.

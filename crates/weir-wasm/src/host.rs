@@ -110,6 +110,24 @@ pub(crate) struct Callout {
     pub body: Vec<u8>,
 }
 
+impl CacheSteer {
+    /// Applies what the filter asked of the cache to the transaction.
+    pub fn apply(self, txn: &mut weir_api::Txn) {
+        let cache = txn.cache();
+        cache.skip |= self.skip;
+        if self.ttl.is_some() {
+            cache.ttl = self.ttl;
+        }
+        for v in self.variants {
+            cache.variant = Some(match cache.variant.take() {
+                Some(old) => format!("{old}+{v}").into(),
+                None => v.into(),
+            });
+        }
+        cache.tags.extend(self.tags);
+    }
+}
+
 /// The state of one filter instance, in its wasmtime store.
 pub(crate) struct Host {
     pub memory: Option<Memory>,
