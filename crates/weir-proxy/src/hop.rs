@@ -3,14 +3,15 @@
 //! `Weir-Hop`), so that concurrent misses at different nodes join one fetch there. A
 //! request that arrives marked is never sent on to another node. When the owner does
 //! not answer (dead, stopped, unreachable) within the lease, the fill goes to the
-//! origin itself: the client never fails for the owner's sake.
+//! origin itself; when it fails in the middle of a body, the rest is asked of the origin
+//! (a range from where it stopped): the client never fails for the owner's sake.
 
-use http::header::HeaderValue;
+use http::header::{self, HeaderValue};
 use http::{Request, Response};
 
 use crate::body::request::RequestBody;
 use crate::engine::Engine;
-use crate::upstream::{OriginAddr, UpstreamBody, UpstreamError};
+use crate::upstream::{OriginAddr, Resume, ResumeFrom, UpstreamBody, UpstreamError};
 
 /// Set on an owner's answer that this node does not keep (`[cluster] local_copies`).
 #[derive(Debug, Clone, Copy)]
@@ -60,7 +61,9 @@ pub(crate) async fn send(
             if !cluster.keeps_copy(url) {
                 response.extensions_mut().insert(NotKept);
             }
-            Ok(response)
+            let (head, mut body) = response.into_parts();
+            body.resume_with(&head.headers, rest_from_origin(engine, origin, direct));
+            Ok(Response::from_parts(head, body))
         }
         Ok(Err(e)) => {
             tracing::debug!(%owner, error = ?e, "cluster: the owner failed; fetching from the origin");
@@ -71,6 +74,35 @@ pub(crate) async fn send(
             engine.upstream.send(origin, direct).await
         }
     }
+}
+
+/// If the owner fails in the middle of a body, the rest comes from the origin: the
+/// same request, for the bytes not yet received, so that the client never sees the
+/// owner's failure (RFC 9110 §14.2, `If-Range` keeping it to the same response).
+fn rest_from_origin(
+    engine: &Engine,
+    origin: &OriginAddr,
+    mut again: Request<RequestBody>,
+) -> Resume {
+    let upstream = engine.upstream.clone();
+    let origin = origin.clone();
+    // A validation's conditions could be answered with a 304, which has no rest.
+    again.headers_mut().remove(header::IF_NONE_MATCH);
+    again.headers_mut().remove(header::IF_MODIFIED_SINCE);
+    Box::new(move |from: ResumeFrom| {
+        Box::pin(async move {
+            if from.offset > 0 {
+                let range = format!("bytes={}-", from.offset);
+                if let Ok(v) = HeaderValue::from_str(&range) {
+                    again.headers_mut().insert(header::RANGE, v);
+                }
+                if let Some(validator) = from.if_range {
+                    again.headers_mut().insert(header::IF_RANGE, validator);
+                }
+            }
+            upstream.send(&origin, again).await
+        })
+    })
 }
 
 fn parse_peer(peer: &str) -> Option<OriginAddr> {

@@ -35,8 +35,8 @@ use connect::Negotiated;
 use origins::{Configured, Dispatch, Origin, HTTP1, HTTP2, UNKNOWN};
 use tls::{Alpn, TlsConfigs};
 
-pub(crate) use body::UpstreamBody;
 use body::{Hold, IdleLimit};
+pub(crate) use body::{Resume, ResumeFrom, UpstreamBody};
 pub(crate) use error::UpstreamError;
 pub(crate) use origin_addr::OriginAddr;
 pub(crate) use origins::Upstream;
@@ -269,7 +269,12 @@ impl Upstream {
                     Hold::Http1(conn)
                 };
                 let idle = IdleLimit::new(self.body_idle);
-                Ok(resp.map(|inner| UpstreamBody { inner, hold, idle }))
+                Ok(resp.map(|inner| UpstreamBody {
+                    inner,
+                    hold,
+                    idle,
+                    resume: None,
+                }))
             }
             Err(e) => Err(classify(e)),
         }
@@ -305,7 +310,12 @@ impl Upstream {
                         Hold::Http2 { _slot: slot }
                     };
                     let idle = IdleLimit::new(self.body_idle);
-                    return Ok(resp.map(|inner| UpstreamBody { inner, hold, idle }));
+                    return Ok(resp.map(|inner| UpstreamBody {
+                        inner,
+                        hold,
+                        idle,
+                        resume: None,
+                    }));
                 }
                 Ok(Err(mut e)) => {
                     let unsent = e.take_message();

@@ -133,3 +133,60 @@ async fn with_no_local_copies_a_non_owner_keeps_nothing() {
     }
     assert_eq!(fetches.load(Ordering::SeqCst), 1, "the owner kept it");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_killed_in_the_middle_of_a_body_loses_no_byte() {
+    need_etcd!();
+    let etcd = Etcd::start();
+    let (a, mut b) = (node(&etcd, "a"), node(&etcd, "b"));
+    wait_joined(&[&a, &b], 2).await;
+    let origin = TestOrigin::start();
+    // Sixteen chunks of 64 KiB, a tenth of a second apart.
+    const LEN: u64 = 1 << 20;
+    let client = proxied_client(a.forward_addr());
+    for i in 0..16 {
+        let path = format!("/big{i}");
+        origin.route(
+            &path,
+            Reply::stream(LEN)
+                .chunk_delay(Duration::from_millis(100))
+                .cc("max-age=600")
+                .header("etag", "\"v1\""),
+        );
+        let mut response = client.get(origin.url(&path)).send().await.unwrap();
+        let status = response.headers()["cache-status"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        // A non-owner's answer starts with the owner's entry; for a URL `a` owns,
+        // try the next.
+        if !status.starts_with("weir-b") {
+            continue;
+        }
+        let mut body = response
+            .chunk()
+            .await
+            .unwrap()
+            .expect("a first chunk")
+            .to_vec();
+        b.signal("KILL");
+        let _ = b.wait_exit(Duration::from_secs(5));
+        while let Some(chunk) = response.chunk().await.expect("the body goes on") {
+            body.extend_from_slice(&chunk);
+        }
+        assert_eq!(body.len() as u64, LEN, "{status}");
+        assert!(
+            body == pattern(LEN as usize),
+            "the bytes are the origin's, in order"
+        );
+        // The owner's fetch, then the rest asked of the origin by `a`.
+        assert_eq!(origin.count(&path), 2);
+        let again = origin.last(&path).unwrap();
+        assert!(
+            again.has_header("range"),
+            "the rest is asked for as a range"
+        );
+        return;
+    }
+    panic!("`b` owned none of sixteen URLs");
+}
