@@ -128,6 +128,7 @@ pub(crate) fn peer_listener(config: &Config) -> Option<ListenConfig> {
     let mut listener = Config::default().listen.into_iter().next()?;
     listener.addr = c.peer_addr;
     listener.mode = ListenMode::Forward;
+    listener.peers = true;
     listener.modules = Some(Vec::new());
     listener.allow = [
         "127.0.0.0/8",

@@ -25,6 +25,9 @@ pub(crate) struct ListenerInfo {
     pub targeted_fields: bool,
     /// What happens before HTTP: PROXY header, TLS, original destination.
     pub setup: Setup,
+    /// The cluster's peer listener: a peer's request for an `https://` URL is fetched
+    /// over TLS (other forward listeners want a CONNECT tunnel for those).
+    pub peers: bool,
 }
 
 impl ListenerInfo {

@@ -17,6 +17,14 @@ const HOP_BY_HOP: [HeaderName; 9] = [
 ];
 
 /// Our `Via` entry: protocol version and pseudonym.
+/// The field that marks a request from a cluster peer (the cluster's hop, `hop.rs`);
+/// its value names the sending node.
+pub(crate) const HOP: HeaderName = HeaderName::from_static("weir-hop");
+
+/// Beside [`HOP`]: the origin a peer's fill is to be fetched from (`http://host:port`
+/// or `https://host:port`), while the request's URL is the one it is cached under.
+pub(crate) const HOP_ORIGIN: HeaderName = HeaderName::from_static("weir-hop-origin");
+
 pub(crate) const VIA_HTTP11: HeaderValue = HeaderValue::from_static("1.1 weir");
 pub(crate) const VIA_HTTP2: HeaderValue = HeaderValue::from_static("2 weir");
 pub(crate) const VIA_HTTP10: HeaderValue = HeaderValue::from_static("1.0 weir");

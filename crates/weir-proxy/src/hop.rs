@@ -17,8 +17,7 @@ use crate::upstream::{OriginAddr, Resume, ResumeFrom, UpstreamBody, UpstreamErro
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NotKept;
 
-/// The field that marks a request from a peer; its value names the sending node.
-pub(crate) const HOP: http::HeaderName = http::HeaderName::from_static("weir-hop");
+pub(crate) use crate::headers::{HOP, HOP_ORIGIN};
 
 /// Sends a cache fill's request for `url` to its owner, or to `origin` when this node
 /// owns it, the request came from a peer, or the owner failed.
@@ -29,9 +28,9 @@ pub(crate) async fn send(
     mut req: Request<RequestBody>,
 ) -> Result<Response<UpstreamBody>, UpstreamError> {
     let from_peer = req.headers_mut().remove(HOP).is_some();
+    req.headers_mut().remove(HOP_ORIGIN);
     let owner = match &engine.cluster {
-        // TLS origins are fetched by whoever has the request: the hop is plain HTTP.
-        Some(cluster) if !from_peer && !origin.tls => cluster
+        Some(cluster) if !from_peer => cluster
             .cluster
             .owner(url)
             .filter(|(name, _)| name != cluster.cluster.node())
@@ -49,12 +48,22 @@ pub(crate) async fn send(
     *direct.method_mut() = req.method().clone();
     *direct.uri_mut() = req.uri().clone();
     *direct.headers_mut() = req.headers().clone();
-    let absolute = format!("http://{origin}{}", req.uri());
-    if let Ok(uri) = absolute.parse() {
+    // The owner is asked for the URL the key is named by (so that its own clients'
+    // requests find what it stores for its peers) and told where to fetch it from:
+    // `OriginAddr` writes `https://` for a TLS origin, which the owner fetches over TLS
+    // (the hop itself is plain HTTP, between peers on a private network).
+    let fetch_from = match origin.tls {
+        true => origin.to_string(),
+        false => format!("http://{origin}"),
+    };
+    if let Ok(uri) = url.parse() {
         *req.uri_mut() = uri;
     }
     if let Ok(v) = HeaderValue::from_str(cluster.cluster.node()) {
         req.headers_mut().insert(HOP, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&fetch_from) {
+        req.headers_mut().insert(HOP_ORIGIN, v);
     }
     match tokio::time::timeout(cluster.lease, engine.upstream.send(&peer_addr, req)).await {
         Ok(Ok(mut response)) => {

@@ -219,6 +219,7 @@ impl Server {
                 router,
                 purge_from: config.cache.purge_from.clone(),
                 targeted_fields: l.obeys_targeted_fields(),
+                peers: l.peers,
                 setup: crate::listener::Setup {
                     proxy_protocol: l.proxy_protocol,
                     tls,

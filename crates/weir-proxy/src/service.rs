@@ -42,7 +42,7 @@ pub(crate) async fn handle(
     let log = engine.log.as_ref().map(|_| LogInfo::new(&req, https));
     let bytes_in = headers::content_length(req.headers()).unwrap_or(0);
     // Without a cluster no request is from a peer: no field lookup for it.
-    let from_peer = engine.cluster.is_some() && req.headers().contains_key(crate::hop::HOP);
+    let from_peer = engine.cluster.is_some() && req.headers().contains_key(crate::headers::HOP);
     let mut txn = {
         let chains = engine.modules.load();
         // A route's modules apply from the first event, so the route is found from the

@@ -40,6 +40,39 @@ pub(crate) fn resolve_target(conn: &ConnInfo, req: &request::Parts) -> Result<Ta
     Ok(target)
 }
 
+/// On the cluster's peer listener, a peer's fill names the origin to fetch from in
+/// `Weir-Hop-Origin` (its URL is the one it is cached under, which in reverse mode is
+/// the public name, not the origin's). Elsewhere the field means nothing.
+fn peer_origin(conn: &ConnInfo, req: &request::Parts) -> Result<Option<OriginAddr>, ProxyError> {
+    if !conn.listener.peers || !req.headers.contains_key(crate::headers::HOP) {
+        return Ok(None);
+    }
+    let Some(value) = req.headers.get(crate::headers::HOP_ORIGIN) else {
+        return Ok(None);
+    };
+    let bad = || ProxyError::bad_request("invalid Weir-Hop-Origin");
+    let uri: http::Uri = value
+        .to_str()
+        .map_err(|_| bad())?
+        .parse()
+        .map_err(|_| bad())?;
+    let tls = match uri.scheme_str() {
+        Some("http") => false,
+        Some("https") => true,
+        _ => return Err(bad()),
+    };
+    let authority = uri.authority().ok_or_else(bad)?;
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    Ok(Some(OriginAddr {
+        tls,
+        host: host.to_string(),
+        port: checked_port(authority)?.unwrap_or(if tls { 443 } else { 80 }),
+    }))
+}
+
 fn locate(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
     let uri = &req.uri;
     let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
@@ -92,8 +125,12 @@ fn locate(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
                 _ => HeaderValue::from_str(authority.as_str()),
             }
             .map_err(|_| ProxyError::bad_request("invalid host in the URL"))?;
+            let origin = match peer_origin(conn, req)? {
+                Some(origin) => origin,
+                None => OriginAddr::http(host, to),
+            };
             Ok(Target {
-                origin: OriginAddr::http(host, to),
+                origin,
                 host: host_header,
                 path_and_query,
                 targeted: false,

@@ -78,6 +78,11 @@ pub struct ListenConfig {
     /// has one. `None`: yes on reverse listeners, no on the others.
     #[serde(default)]
     pub targeted_cache_control: Option<bool>,
+    /// The cluster's peer listener (`[cluster] peer_addr`), made by the engine, never
+    /// read from a file: it also takes `https://` requests from peers, whose fills
+    /// it makes over TLS.
+    #[serde(skip)]
+    pub peers: bool,
 }
 
 impl ListenConfig {

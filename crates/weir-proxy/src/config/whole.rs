@@ -65,6 +65,7 @@ impl Default for Config {
                 tls: None,
                 proxy_protocol: false,
                 targeted_cache_control: None,
+                peers: false,
             }],
             cache: CacheConfig::default(),
             limits: LimitsConfig::default(),

@@ -11,3 +11,4 @@ mod harness;
 mod owners;
 mod purges;
 mod status;
+mod tls_origins;

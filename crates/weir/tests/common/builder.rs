@@ -40,6 +40,8 @@ pub struct ProxyBuilder {
     listeners: Vec<ListenerSpec>,
     sections: BTreeMap<String, Vec<(String, String)>>,
     access_log: Option<&'static str>,
+    /// TOML written after everything else (arrays of tables such as `[[origin]]`).
+    raw: String,
 }
 
 /// Renders a value for TOML: numbers, booleans and arrays as they are, anything else
@@ -66,6 +68,7 @@ impl ProxyBuilder {
             listeners: Vec::new(),
             sections: BTreeMap::new(),
             access_log: None,
+            raw: String::new(),
         }
     }
 
@@ -138,6 +141,13 @@ impl ProxyBuilder {
         self
     }
 
+    /// Appends `toml` to the configuration as it is (e.g. an `[[origin]]` table).
+    pub fn raw(mut self, toml: &str) -> Self {
+        self.raw.push_str(toml);
+        self.raw.push('\n');
+        self
+    }
+
     /// Writes the access log to `access.log` in the proxy's directory, in `format`.
     pub fn access_log(mut self, format: &'static str) -> Self {
         self.access_log = Some(format);
@@ -207,6 +217,7 @@ impl ProxyBuilder {
             }
             text.push('\n');
         }
+        text.push_str(&self.raw);
         let admin = sections["admin"]
             .iter()
             .find(|(k, _)| k == "listen")
