@@ -6,6 +6,7 @@
 //! starting from the last that answered, and is bounded in time.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as B64;
@@ -53,6 +54,24 @@ pub struct Event {
     pub kv: Kv,
 }
 
+/// A user of etcd's authentication (`etcdctl auth enable`). Its `Debug` hides the
+/// password.
+#[derive(Clone)]
+pub struct Credentials {
+    /// The user's name.
+    pub user: String,
+    /// Its password.
+    pub password: String,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The client: endpoints as `http://host:port`.
 pub struct Etcd {
     endpoints: Vec<(String, u16)>,
@@ -60,6 +79,11 @@ pub struct Etcd {
     current: AtomicUsize,
     /// Bound on one unary call.
     timeout: Duration,
+    /// Who to authenticate as, when etcd's authentication is on.
+    credentials: Option<Credentials>,
+    /// The token etcd gave for them; asked for again when etcd no longer takes it
+    /// (simple tokens expire after five idle minutes, and with a restart).
+    token: Mutex<Option<String>>,
 }
 
 /// Encodes a key or value for the gateway.
@@ -121,8 +145,13 @@ pub fn parse_endpoint(url: &str) -> Result<(String, u16), String> {
 }
 
 impl Etcd {
-    /// A client of these endpoints (already checked by [`parse_endpoint`]).
-    pub fn new(endpoints: &[String], timeout: Duration) -> Result<Etcd, String> {
+    /// A client of these endpoints (already checked by [`parse_endpoint`]),
+    /// authenticating with `credentials` if given.
+    pub fn new(
+        endpoints: &[String],
+        timeout: Duration,
+        credentials: Option<Credentials>,
+    ) -> Result<Etcd, String> {
         let endpoints = endpoints
             .iter()
             .map(|e| parse_endpoint(e))
@@ -134,18 +163,66 @@ impl Etcd {
             endpoints,
             current: AtomicUsize::new(0),
             timeout,
+            credentials,
+            token: Mutex::new(None),
         })
     }
 
-    /// Sends `body` to `path` on the first endpoint that answers; the response's head
-    /// and body stream.
+    /// Sends `body` to `path` on the first endpoint that answers, authenticated when
+    /// credentials are set (again, once, when etcd refuses the token it gave); the
+    /// response's head and body stream.
     async fn open(&self, path: &str, body: &Value) -> Result<Incoming, EtcdError> {
+        if self.credentials.is_none() {
+            return self.open_as(path, body, None).await;
+        }
+        let token = self.token().await?;
+        match self.open_as(path, body, Some(&token)).await {
+            Err(e) if e.0.contains("invalid auth token") || e.0.contains("401") => {
+                *self.token.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                let token = self.token().await?;
+                self.open_as(path, body, Some(&token)).await
+            }
+            other => other,
+        }
+    }
+
+    /// The token for the credentials, asked of etcd when there is none.
+    async fn token(&self) -> Result<String, EtcdError> {
+        if let Some(t) = self.token.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Ok(t);
+        }
+        let Some(c) = &self.credentials else {
+            return Err(err("no etcd credentials"));
+        };
+        let asked = json!({ "name": c.user, "password": c.password });
+        let mut stream =
+            JsonStream::new(self.open_as("/v3/auth/authenticate", &asked, None).await?);
+        let answer = tokio::time::timeout(self.timeout, stream.next())
+            .await
+            .map_err(|_| err("etcd authentication timed out"))??
+            .unwrap_or_default();
+        let Some(token) = answer.get("token").and_then(Value::as_str) else {
+            let why = answer
+                .get("error")
+                .map_or("no token".to_string(), Value::to_string);
+            return Err(err(format!("etcd refused the user `{}`: {why}", c.user)));
+        };
+        *self.token.lock().unwrap_or_else(|e| e.into_inner()) = Some(token.to_string());
+        Ok(token.to_string())
+    }
+
+    async fn open_as(
+        &self,
+        path: &str,
+        body: &Value,
+        token: Option<&str>,
+    ) -> Result<Incoming, EtcdError> {
         let start = self.current.load(Ordering::Relaxed);
         let mut last = err("no etcd endpoint");
         for i in 0..self.endpoints.len() {
             let at = (start + i) % self.endpoints.len();
             let (host, port) = &self.endpoints[at];
-            match tokio::time::timeout(self.timeout, send(host, *port, path, body)).await {
+            match tokio::time::timeout(self.timeout, send(host, *port, path, body, token)).await {
                 Ok(Ok(body)) => {
                     self.current.store(at, Ordering::Relaxed);
                     return Ok(body);
@@ -293,7 +370,13 @@ impl Watch {
 
 /// Sends one POST on a connection of its own; the answer's body (an error status is
 /// an error, with the start of the body).
-async fn send(host: &str, port: u16, path: &str, body: &Value) -> Result<Incoming, EtcdError> {
+async fn send(
+    host: &str,
+    port: u16,
+    path: &str,
+    body: &Value,
+    token: Option<&str>,
+) -> Result<Incoming, EtcdError> {
     let stream = TcpStream::connect((host, port))
         .await
         .map_err(|e| err(format!("etcd {host}:{port}: {e}")))?;
@@ -304,9 +387,14 @@ async fn send(host: &str, port: u16, path: &str, body: &Value) -> Result<Incomin
     tokio::spawn(async move {
         let _ = conn.await;
     });
-    let request = http::Request::post(path)
+    let mut request = http::Request::post(path)
         .header(http::header::HOST, format!("{host}:{port}"))
-        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::CONTENT_TYPE, "application/json");
+    // etcd's gateway takes the token as it is, without a scheme.
+    if let Some(token) = token {
+        request = request.header(http::header::AUTHORIZATION, token);
+    }
+    let request = request
         .body(Full::new(Bytes::from(body.to_string())))
         .map_err(|e| err(e.to_string()))?;
     let response = sender

@@ -44,6 +44,8 @@ pub struct Settings {
     pub ack_wait: Duration,
     /// Where the applied revision is kept across restarts (with the disk tier).
     pub state_file: Option<PathBuf>,
+    /// Who to authenticate to etcd as, when its authentication is on.
+    pub credentials: Option<crate::etcd::Credentials>,
 }
 
 pub(crate) struct Shared {
@@ -61,7 +63,7 @@ impl Shared {
         // still leaves time for another before the lease runs out.
         let timeout = (settings.lease / 3).max(Duration::from_millis(200));
         Ok(Shared {
-            etcd: Etcd::new(&settings.endpoints, timeout)?,
+            etcd: Etcd::new(&settings.endpoints, timeout, settings.credentials.clone())?,
             settings,
             state: Mutex::new(State::default()),
             changed: tokio::sync::watch::channel(0).0,

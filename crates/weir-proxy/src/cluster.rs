@@ -69,6 +69,7 @@ impl ClusterLink {
             lease: c.lease.0,
             ack_wait: c.ack_wait(),
             state_file,
+            credentials: c.credentials()?,
         };
         let cluster = Cluster::start(settings, apply)?;
         Ok(Some(Arc::new(ClusterLink {

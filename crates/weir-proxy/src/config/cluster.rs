@@ -31,6 +31,13 @@ pub struct ClusterConfig {
     /// lease, so that a member that stopped is waited out. Default: the lease plus 2 s.
     #[serde(default)]
     pub purge_ack_wait: Option<Seconds>,
+    /// The etcd user to authenticate as, when etcd's authentication is on.
+    #[serde(default)]
+    pub etcd_user: Option<String>,
+    /// A file holding that user's password (its first line), so that the password is
+    /// not in the configuration.
+    #[serde(default)]
+    pub etcd_password_file: Option<std::path::PathBuf>,
 }
 
 /// `local_copies`: what a node keeps of the keys it does not own.
@@ -52,6 +59,23 @@ fn default_lease() -> Seconds {
 }
 
 impl ClusterConfig {
+    /// The etcd credentials, the password read from its file.
+    pub fn credentials(&self) -> Result<Option<weir_cluster::etcd::Credentials>, String> {
+        let (Some(user), Some(file)) = (&self.etcd_user, &self.etcd_password_file) else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read `{}`: {e}", file.display()))?;
+        let password = text.lines().next().unwrap_or("").to_string();
+        if password.is_empty() {
+            return Err(format!("`{}` holds no password", file.display()));
+        }
+        Ok(Some(weir_cluster::etcd::Credentials {
+            user: user.clone(),
+            password,
+        }))
+    }
+
     /// The acknowledgment wait in force.
     pub fn ack_wait(&self) -> std::time::Duration {
         self.purge_ack_wait
@@ -91,6 +115,22 @@ pub(crate) fn check(cluster: &ClusterConfig, issues: &mut Vec<Issue>) {
             vec![at.clone().key("lease")],
             "must be a whole number of seconds, at least 1 (etcd's leases are)".into(),
         );
+    }
+    match (&cluster.etcd_user, &cluster.etcd_password_file) {
+        (Some(_), None) => report(
+            vec![at.clone().key("etcd_user")],
+            "needs `etcd_password_file`, the file holding the user's password".into(),
+        ),
+        (None, Some(_)) => report(
+            vec![at.clone().key("etcd_password_file")],
+            "needs `etcd_user`, the user whose password it holds".into(),
+        ),
+        (Some(_), Some(_)) => {
+            if let Err(e) = cluster.credentials() {
+                report(vec![at.clone().key("etcd_password_file")], e);
+            }
+        }
+        (None, None) => {}
     }
     if cluster.purge_ack_wait.is_some() && cluster.ack_wait() < lease {
         report(

@@ -62,3 +62,52 @@ fn weir_check_names_the_cluster_key_at_fault() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn weir_check_names_the_etcd_credentials_at_fault() {
+    let dir = TempDir::new("cluster-check-auth");
+    let path = dir.path().join("weir.toml");
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, "\n").unwrap();
+    let missing = dir.path().join("missing");
+    let base = "[cluster]\netcd = [\"http://127.0.0.1:2379\"]\nnode = \"a\"\npeer_addr = \"127.0.0.1:7946\"\n";
+    let cases = [
+        (
+            "etcd_user = \"weir\"\n".to_string(),
+            ":5: key `cluster.etcd_user`",
+            "needs `etcd_password_file`",
+        ),
+        (
+            format!("etcd_password_file = {:?}\n", empty.display().to_string()),
+            ":5: key `cluster.etcd_password_file`",
+            "needs `etcd_user`",
+        ),
+        (
+            format!(
+                "etcd_user = \"weir\"\netcd_password_file = {:?}\n",
+                empty.display().to_string()
+            ),
+            ":6: key `cluster.etcd_password_file`",
+            "holds no password",
+        ),
+        (
+            format!(
+                "etcd_user = \"weir\"\netcd_password_file = {:?}\n",
+                missing.display().to_string()
+            ),
+            ":6: key `cluster.etcd_password_file`",
+            "cannot read",
+        ),
+    ];
+    for (lines, key, why) in cases {
+        let text = format!("{base}{lines}");
+        std::fs::write(&path, &text).unwrap();
+        let out = run_weir(
+            &["check", "--config", path.to_str().unwrap()],
+            Duration::from_secs(10),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{text} passed");
+        assert!(err.contains(key) && err.contains(why), "{text}\n---\n{err}");
+    }
+}

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod auth;
 mod check;
 mod harness;
 mod owners;
