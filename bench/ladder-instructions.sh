@@ -16,7 +16,13 @@
 #   with (b)); (i) `wasm` with an empty proxy-wasm filter (every HTTP callback returns
 #   at once) and (j) `wasm` with a filter that adds one response header (issue 16's
 #   rungs, compared with (b); bench/wasm/*.wat, compiled with wat2wasm from Debian's
-#   wabt). Weir runs under valgrind's callgrind, which
+#   wabt); and (k), rung (b) again with the client sending one more field as long as
+#   (h)'s `Authorization` line, as `User-Agent` (a standard name, parsed like
+#   `Authorization`, that a hit does not look at): (b) without the module parses a
+#   shorter request than (h), and h - k leaves that parsing out. Not `Authorization`
+#   itself: without the module, a shared cache must not answer a request carrying
+#   credentials from storage (RFC 9111, 3.5), so (k) would have no hits. Weir runs
+#   under valgrind's callgrind, which
 #   counts instructions rather than time: the counts repeat whatever else the
 #   machine does, so differences of a fraction of a percent are visible, which
 #   wall-clock sampling on a shared 2-core machine cannot show. Each rung runs twice,
@@ -29,6 +35,7 @@
 #   N1=200 N2=1200 SIZES=1k bench/ladder-instructions.sh
 #   RUNGS="a b f g" SIZES=8k bench/ladder-instructions.sh   # the adaptation modules
 #   RUNGS="a b h" bench/ladder-instructions.sh              # access rules and authentication
+#   RUNGS="b k h" bench/ladder-instructions.sh              # ... and the same requests without them
 #   RUNGS="b i j" bench/ladder-instructions.sh              # proxy-wasm filters
 # PROFILES=DIR keeps callgrind's output of each run there (callgrind.RUNG.SIZE.N),
 # to read with callgrind_annotate.
@@ -79,8 +86,10 @@ if [[ " $RUNGS " == *" h "* ]]; then
         { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq apache2-utils; }
     # Cost 10, htpasswd's default: checked once per run, off the proxy's threads.
     htpasswd -cbB -C 10 "$TMP/users" bench bench-password 2>/dev/null
-    ACCESS_CREDENTIALS="Authorization: Basic $(printf bench:bench-password | base64)"
 fi
+ACCESS_CREDENTIALS="Authorization: Basic $(printf bench:bench-password | base64)"
+# As long as the line above: "User-Agent" is three letters shorter than "Authorization".
+LIKE_CREDENTIALS="User-Agent: ${ACCESS_CREDENTIALS#Authorization: }xxx"
 if [[ " $RUNGS " == *" i "* || " $RUNGS " == *" j "* ]]; then
     command -v wat2wasm >/dev/null ||
         { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wabt; }
@@ -211,7 +220,7 @@ instructions() {
     local rung="$1" size="$2" n="$3" bin="$BIN" module=""
     case "$rung" in
         a) bin="$BASE_BIN" ;;
-        b) ;;
+        b | k) ;;
         c) module=empty ;;
         d) module=add-headers ;;
         e) module=body-copy ;;
@@ -242,6 +251,7 @@ instructions() {
     local headers=()
     [ "$rung" = g ] && headers=("Accept-Encoding: gzip")
     [ "$rung" = h ] && headers=("$ACCESS_CREDENTIALS")
+    [ "$rung" = k ] && headers=("$LIKE_CREDENTIALS")
     python3 "$TMP/client.py" "$port" "/$size" "$n" "${headers[@]}" || die "client failed against rung $rung"
     kill -TERM "$pid"; wait "$pid" || true
     [ -n "${PROFILES:-}" ] && mkdir -p "$PROFILES" && cp "$out" "$PROFILES/"
@@ -270,6 +280,7 @@ describe() {
         h) echo "module \`access\` (20 rules, Basic credentials already checked)" ;;
         i) echo "module \`wasm\`, an empty proxy-wasm filter" ;;
         j) echo "module \`wasm\`, a filter adding one response header" ;;
+        k) echo "normal build, no module, the client sending a field as long as (h)'s credentials" ;;
     esac
 }
 percent() { awk -v v="$1" -v a="$2" 'BEGIN { printf "%+.2f%%", (v - a) * 100 / a }'; }
@@ -291,6 +302,13 @@ echo
 if [[ " $RUNGS " == *" h "* && " $RUNGS " == *" b "* ]]; then
     for size in $SIZES; do
         echo "h vs b, $size: $(percent "${PER_HIT[h.$size]}" "${PER_HIT[b.$size]}") ($(printf %+d $((PER_HIT[h.$size] - PER_HIT[b.$size]))) instructions per hit)"
+    done
+    echo
+fi
+# Requests of the same length with and without the module.
+if [[ " $RUNGS " == *" h "* && " $RUNGS " == *" k "* ]]; then
+    for size in $SIZES; do
+        echo "h vs k, $size: $(percent "${PER_HIT[h.$size]}" "${PER_HIT[k.$size]}") ($(printf %+d $((PER_HIT[h.$size] - PER_HIT[k.$size]))) instructions per hit)"
     done
     echo
 fi
