@@ -85,11 +85,8 @@ if [[ " $RUNGS " == *" h "* ]]; then
     command -v htpasswd >/dev/null ||
         { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq apache2-utils; }
     # Cost 10, htpasswd's default: checked once per run, off the proxy's threads.
-    htpasswd -cbB -C 10 "$TMP/users" bench bench-password 2>/dev/null
+    htpasswd -cbB -C 10 "$TMP/users" "$ACCESS_USER" "$ACCESS_PASSWORD" 2>/dev/null
 fi
-ACCESS_CREDENTIALS="Authorization: Basic $(printf bench:bench-password | base64)"
-# As long as the line above: "User-Agent" is three letters shorter than "Authorization".
-LIKE_CREDENTIALS="User-Agent: ${ACCESS_CREDENTIALS#Authorization: }xxx"
 if [[ " $RUNGS " == *" i "* || " $RUNGS " == *" j "* ]]; then
     command -v wat2wasm >/dev/null ||
         { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wabt; }
@@ -129,91 +126,6 @@ OPORT=$(pick_port); USED_PORTS+="$OPORT "
 python3 "$TMP/origin.py" "$TMP/www" "$OPORT" & PIDS+=($!)
 wait_ready origin "${PIDS[-1]}" "$OPORT"
 
-# Rung h's module settings: 20 rules, as a school or office proxy might have, that the
-# bench's request (GET http://127.0.0.1:PORT/SIZE from 127.0.0.1, user `bench`) walks
-# through to the last, which allows it. None depends on the clock's value: the rules
-# with times and days either fail on an earlier condition or span the whole week and
-# then fail on the user, so every run does the same work. The credentials stay checked
-# longer than a run under valgrind lasts.
-access_settings() {
-    cat <<TOML
-htpasswd = "$TMP/users"
-credential_ttl = "60m"
-[module.groups]
-staff = ["ann", "bob"]
-pupils = ["carl", "dora"]
-[[module.rule]]
-action = "deny"
-clients = ["10.66.0.0/16", "192.168.77.0/24", "fd00::/8"]
-[[module.rule]]
-action = "deny"
-domains = [".ads.example", "tracker.example", ".doubleclick.example"]
-[[module.rule]]
-action = "deny"
-host_regex = '^(www\.)?(ad|track|pixel)s?\.'
-[[module.rule]]
-action = "deny"
-url_regex = '\.(exe|msi|scr|bat)\$'
-[[module.rule]]
-action = "deny"
-methods = ["TRACE", "TRACK", "DEBUG"]
-[[module.rule]]
-action = "deny"
-ports = ["1-79", "81-442", "444-1023"]
-[[module.rule]]
-action = "deny"
-schemes = ["https"]
-ports = [80]
-[[module.rule]]
-action = "allow"
-groups = ["pupils"]
-methods = ["GET", "HEAD", "POST"]
-ports = ["1024-65535"]
-times = ["00:00-24:00"]
-days = ["mon-sun"]
-[[module.rule]]
-action = "deny"
-domains = ["social.example", ".video.example"]
-times = ["09:00-12:00"]
-[[module.rule]]
-action = "allow"
-users = ["ann", "bob"]
-[[module.rule]]
-action = "allow"
-groups = ["staff"]
-[[module.rule]]
-action = "deny"
-clients = ["169.254.0.0/16"]
-[[module.rule]]
-action = "deny"
-host_regex = '(^|\.)(casino|bet)[a-z]*\.'
-[[module.rule]]
-action = "deny"
-url_regex = '[?&](utm_source|fbclid)='
-[[module.rule]]
-action = "deny"
-methods = ["PUT", "DELETE", "PATCH"]
-[[module.rule]]
-action = "allow"
-clients = ["10.0.0.0/8"]
-domains = [".school.example"]
-[[module.rule]]
-action = "deny"
-ports = [25, 465, 587]
-[[module.rule]]
-action = "deny"
-domains = [".onion"]
-[[module.rule]]
-action = "deny"
-clients = ["172.16.0.0/12"]
-days = ["mon-fri"]
-times = ["22:00-06:00"]
-[[module.rule]]
-action = "allow"
-users = ["bench"]
-methods = ["GET", "HEAD"]
-TOML
-}
 
 # instructions RUNG SIZE N: total instructions of one Weir run serving 1 miss and N-1 hits.
 instructions() {
@@ -235,7 +147,7 @@ instructions() {
         printf '[[listen]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\norigin = "http://127.0.0.1:%s"\n' "$port" "$OPORT"
         [ -n "$module" ] && printf '[[module]]\nname = "%s"\n' "$module"
         [ "$rung" = f ] && printf 'lists = ["%s", "%s"]\n' "$EASYLIST" "$EASYPRIVACY"
-        [ "$rung" = h ] && access_settings
+        [ "$rung" = h ] && access_settings "$TMP/users"
         [ "$rung" = i ] && printf 'path = "%s"\n' "$TMP/empty.wasm"
         [ "$rung" = j ] && printf 'path = "%s"\n' "$TMP/add-header.wasm"
     } > "$TMP/$rung.toml"
