@@ -7,13 +7,16 @@
 //! intersections of words; the client's networks are then tried for the rules left,
 //! and the host's domains and patterns once per host (a map from domain names to
 //! rules, and one `RegexSet`), remembered per thread for the next request to the same
-//! host. Only the rules left after that are visited, in order, for what no set holds:
-//! the clock, a URL pattern (after its literal prefilter), a method outside the
-//! standard ones. The verdict is the one of checking every condition in order
+//! host. What all of that leaves is itself remembered per thread for the next request
+//! with the same method, scheme, port, host, client and user (usually the next one on
+//! a keep-alive connection). Only the rules left are visited, in order, for what no
+//! set holds: the clock, a URL pattern (after its literal prefilter), a method outside
+//! the standard ones. The verdict is the one of checking every condition in order
 //! (`walk_tests.rs` compares the two).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::net::IpAddr;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -24,6 +27,7 @@ use super::domains::DomainMap;
 use super::literals::Prefilter;
 use super::rules::{format_url, Action, LocalTime, RequestView, Rule, Users, Verdict};
 use super::sieve::{self, MethodTest, Sieve};
+use weir_api::http::Method;
 
 /// Rows of the method sets: one per bit [`sieve::method_bit`] gives.
 const METHOD_ROWS: usize = 16;
@@ -187,6 +191,19 @@ thread_local! {
     /// follow one another, and a short comparison is cheaper than the lookups.
     static HOST_MET: RefCell<(u64, String, Vec<u64>)> =
         const { RefCell::new((0, String::new(), Vec::new())) };
+    static SIFTED: RefCell<Sifted> = const {
+        RefCell::new(Sifted {
+            set: 0,
+            port: 0,
+            client: None,
+            can_ask: false,
+            method: None,
+            scheme: String::new(),
+            host: String::new(),
+            user: None,
+            left: Vec::new(),
+        })
+    };
 }
 
 /// Keeps in `candidates` only the rules whose host conditions `host` meets.
@@ -250,43 +267,7 @@ pub(crate) fn decide(
         &mut heap
     };
     let method = sieve::method_bit(request.method);
-    let by_method = set.by_method.row(method.trailing_zeros() as usize);
-    let by_scheme = set
-        .by_scheme
-        .row(sieve::scheme_bit(request.scheme).trailing_zeros() as usize);
-    let port_range = set.port_starts.partition_point(|&s| s <= request.port) - 1;
-    let by_port = set.by_port.row(port_range);
-    let named = match user {
-        Some(user) if !set.users.is_empty() => set.users.get(user),
-        _ => None,
-    };
-    let mut left = 0;
-    for (w, c) in candidates.iter_mut().enumerate() {
-        // A rule that needs a user the request cannot give is out whatever else it
-        // says; without a user, one that may ask for credentials stays in.
-        let by_user = match user {
-            Some(_) => set.anyone[w] | set.authenticated[w] | named.map_or(0, |n| n[w]),
-            None if can_ask => !0,
-            None => set.anyone[w],
-        };
-        *c = by_method[w] & by_scheme[w] & by_port[w] & by_user;
-        left |= *c;
-    }
-    if left != 0 && !set.clients.is_empty() {
-        let client = sieve::address(request.client);
-        for (i, nets) in set.clients.iter() {
-            if bits::get(candidates, *i) && !nets.client(client) {
-                candidates[i / 64] &= !(1 << (i % 64));
-            }
-        }
-    }
-    if candidates
-        .iter()
-        .zip(set.host_bound.iter())
-        .any(|(c, h)| c & h != 0)
-    {
-        keep_host_matches(set, request.host, candidates);
-    }
+    sift_remembered(set, request, user, can_ask, candidates);
     let extension = method == sieve::EXTENSION;
     let mut now = None;
     let mut url_written = false;
@@ -335,6 +316,122 @@ pub(crate) fn decide(
     match default {
         Action::Allow => Verdict::Allow(None),
         Action::Deny => Verdict::Deny(None),
+    }
+}
+
+/// Keeps in `candidates` the rules that the request's method, scheme, port, user,
+/// client and host leave, as the last request on this thread with the same facts left
+/// them when there was one. Requests on a keep-alive connection repeat all of them
+/// but the URL, and comparing them costs less than the sets' lookups and the
+/// networks' tests; the clock and the URL patterns are checked per request after.
+fn sift_remembered(
+    set: &RuleSet,
+    request: &RequestView<'_>,
+    user: Option<&str>,
+    can_ask: bool,
+    candidates: &mut [u64],
+) {
+    let remembered = SIFTED.with_borrow(|m| {
+        let same = m.set == set.id
+            && m.port == request.port
+            && m.client == Some(request.client)
+            && m.can_ask == can_ask
+            && m.method.as_ref() == Some(request.method)
+            && m.scheme == request.scheme
+            && m.host == request.host
+            && m.user.as_deref() == user;
+        if same {
+            candidates.copy_from_slice(&m.left);
+        }
+        same
+    });
+    if remembered {
+        return;
+    }
+    sift(set, request, user, can_ask, candidates);
+    SIFTED.with_borrow_mut(|m| {
+        m.set = set.id;
+        m.port = request.port;
+        m.client = Some(request.client);
+        m.can_ask = can_ask;
+        m.method = Some(request.method.clone());
+        m.scheme.clear();
+        m.scheme.push_str(request.scheme);
+        m.host.clear();
+        m.host.push_str(request.host);
+        match (&mut m.user, user) {
+            (Some(kept), Some(user)) => {
+                kept.clear();
+                kept.push_str(user);
+            }
+            (kept, user) => *kept = user.map(str::to_string),
+        }
+        m.left.clear();
+        m.left.extend_from_slice(candidates);
+    });
+}
+
+/// What [`sift_remembered`] keeps of the last request: the facts the sets read, and
+/// the rules they left.
+struct Sifted {
+    /// The set's id; 0 (no set) while none.
+    set: u64,
+    port: u16,
+    client: Option<IpAddr>,
+    can_ask: bool,
+    method: Option<Method>,
+    scheme: String,
+    host: String,
+    user: Option<String>,
+    left: Vec<u64>,
+}
+
+/// Keeps in `candidates` the rules that the request's method, scheme, port, user,
+/// client and host leave.
+fn sift(
+    set: &RuleSet,
+    request: &RequestView<'_>,
+    user: Option<&str>,
+    can_ask: bool,
+    candidates: &mut [u64],
+) {
+    let method = sieve::method_bit(request.method);
+    let by_method = set.by_method.row(method.trailing_zeros() as usize);
+    let by_scheme = set
+        .by_scheme
+        .row(sieve::scheme_bit(request.scheme).trailing_zeros() as usize);
+    let port_range = set.port_starts.partition_point(|&s| s <= request.port) - 1;
+    let by_port = set.by_port.row(port_range);
+    let named = match user {
+        Some(user) if !set.users.is_empty() => set.users.get(user),
+        _ => None,
+    };
+    let mut left = 0;
+    for (w, c) in candidates.iter_mut().enumerate() {
+        // A rule that needs a user the request cannot give is out whatever else it
+        // says; without a user, one that may ask for credentials stays in.
+        let by_user = match user {
+            Some(_) => set.anyone[w] | set.authenticated[w] | named.map_or(0, |n| n[w]),
+            None if can_ask => !0,
+            None => set.anyone[w],
+        };
+        *c = by_method[w] & by_scheme[w] & by_port[w] & by_user;
+        left |= *c;
+    }
+    if left != 0 && !set.clients.is_empty() {
+        let client = sieve::address(request.client);
+        for (i, nets) in set.clients.iter() {
+            if bits::get(candidates, *i) && !nets.client(client) {
+                candidates[i / 64] &= !(1 << (i % 64));
+            }
+        }
+    }
+    if candidates
+        .iter()
+        .zip(set.host_bound.iter())
+        .any(|(c, h)| c & h != 0)
+    {
+        keep_host_matches(set, request.host, candidates);
     }
 }
 

@@ -234,6 +234,9 @@ fn compare(set: &RuleSet) -> (usize, usize) {
                     for user in users {
                         for can_ask in [true, false] {
                             for default in [Action::Allow, Action::Deny] {
+                                if default == Action::Allow {
+                                    after_neighbours(set, &view, user, can_ask);
+                                }
                                 let walked = decide(set, &view, user, can_ask, default);
                                 let defined =
                                     by_definition(set.rules(), &view, user, can_ask, default);
@@ -254,6 +257,96 @@ fn compare(set: &RuleSet) -> (usize, usize) {
         }
     }
     (compared, denied)
+}
+
+/// Decides each request that differs from `view` in one fact the walk remembers per
+/// thread (method, scheme, port, host, client, user, whether it may ask), each right
+/// before `view` itself: what was kept for the one must not decide the other.
+fn after_neighbours(set: &RuleSet, view: &RequestView<'_>, user: Option<&str>, can_ask: bool) {
+    let other_method = if view.method == Method::GET {
+        Method::POST
+    } else {
+        Method::GET
+    };
+    let other_scheme = if view.scheme == "https" {
+        "http"
+    } else {
+        "https"
+    };
+    let other_host = if view.host == "x.ads.example" {
+        "a.test"
+    } else {
+        "x.ads.example"
+    };
+    let other_client = if view.client == "10.66.1.1".parse::<std::net::IpAddr>().unwrap() {
+        "127.0.0.1".parse().unwrap()
+    } else {
+        "10.66.1.1".parse().unwrap()
+    };
+    let other_user = if user == Some("bench") {
+        Some("ann")
+    } else {
+        Some("bench")
+    };
+    let neighbours = [
+        (
+            RequestView {
+                method: &other_method,
+                ..*view
+            },
+            user,
+            can_ask,
+        ),
+        (
+            RequestView {
+                scheme: other_scheme,
+                ..*view
+            },
+            user,
+            can_ask,
+        ),
+        (
+            RequestView {
+                port: view.port.wrapping_add(1),
+                ..*view
+            },
+            user,
+            can_ask,
+        ),
+        (
+            RequestView {
+                host: other_host,
+                ..*view
+            },
+            user,
+            can_ask,
+        ),
+        (
+            RequestView {
+                client: other_client,
+                ..*view
+            },
+            user,
+            can_ask,
+        ),
+        (RequestView { ..*view }, other_user, can_ask),
+        (RequestView { ..*view }, None, can_ask),
+        (RequestView { ..*view }, user, !can_ask),
+    ];
+    for (neighbour, n_user, n_can_ask) in &neighbours {
+        for (v, u, c) in [(neighbour, *n_user, *n_can_ask), (view, user, can_ask)] {
+            assert_eq!(
+                decide(set, v, u, c, Action::Allow),
+                by_definition(set.rules(), v, u, c, Action::Allow),
+                "{} {}://{}:{} from {} as {u:?}, can ask {c}",
+                v.method,
+                v.scheme,
+                v.host,
+                v.port,
+                v.client
+            );
+        }
+    }
 }
 
 #[test]
