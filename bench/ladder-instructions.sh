@@ -16,7 +16,13 @@
 #   with (b)); (i) `wasm` with an empty proxy-wasm filter (every HTTP callback returns
 #   at once) and (j) `wasm` with a filter that adds one response header (issue 16's
 #   rungs, compared with (b); bench/wasm/*.wat, compiled with wat2wasm from Debian's
-#   wabt). Weir runs under valgrind's callgrind, which
+#   wabt); and (k), rung (b) again with the client sending one more field as long as
+#   (h)'s `Authorization` line, as `User-Agent` (a standard name, parsed like
+#   `Authorization`, that a hit does not look at): (b) without the module parses a
+#   shorter request than (h), and h - k leaves that parsing out. Not `Authorization`
+#   itself: without the module, a shared cache must not answer a request carrying
+#   credentials from storage (RFC 9111, 3.5), so (k) would have no hits. Weir runs
+#   under valgrind's callgrind, which
 #   counts instructions rather than time: the counts repeat whatever else the
 #   machine does, so differences of a fraction of a percent are visible, which
 #   wall-clock sampling on a shared 2-core machine cannot show. Each rung runs twice,
@@ -29,6 +35,7 @@
 #   N1=200 N2=1200 SIZES=1k bench/ladder-instructions.sh
 #   RUNGS="a b f g" SIZES=8k bench/ladder-instructions.sh   # the adaptation modules
 #   RUNGS="a b h" bench/ladder-instructions.sh              # access rules and authentication
+#   RUNGS="b k h" bench/ladder-instructions.sh              # ... and the same requests without them
 #   RUNGS="b i j" bench/ladder-instructions.sh              # proxy-wasm filters
 # PROFILES=DIR keeps callgrind's output of each run there (callgrind.RUNG.SIZE.N),
 # to read with callgrind_annotate.
@@ -78,8 +85,7 @@ if [[ " $RUNGS " == *" h "* ]]; then
     command -v htpasswd >/dev/null ||
         { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq apache2-utils; }
     # Cost 10, htpasswd's default: checked once per run, off the proxy's threads.
-    htpasswd -cbB -C 10 "$TMP/users" bench bench-password 2>/dev/null
-    ACCESS_CREDENTIALS="Authorization: Basic $(printf bench:bench-password | base64)"
+    htpasswd -cbB -C 10 "$TMP/users" "$ACCESS_USER" "$ACCESS_PASSWORD" 2>/dev/null
 fi
 if [[ " $RUNGS " == *" i "* || " $RUNGS " == *" j "* ]]; then
     command -v wat2wasm >/dev/null ||
@@ -120,98 +126,13 @@ OPORT=$(pick_port); USED_PORTS+="$OPORT "
 python3 "$TMP/origin.py" "$TMP/www" "$OPORT" & PIDS+=($!)
 wait_ready origin "${PIDS[-1]}" "$OPORT"
 
-# Rung h's module settings: 20 rules, as a school or office proxy might have, that the
-# bench's request (GET http://127.0.0.1:PORT/SIZE from 127.0.0.1, user `bench`) walks
-# through to the last, which allows it. None depends on the clock's value: the rules
-# with times and days either fail on an earlier condition or span the whole week and
-# then fail on the user, so every run does the same work. The credentials stay checked
-# longer than a run under valgrind lasts.
-access_settings() {
-    cat <<TOML
-htpasswd = "$TMP/users"
-credential_ttl = "60m"
-[module.groups]
-staff = ["ann", "bob"]
-pupils = ["carl", "dora"]
-[[module.rule]]
-action = "deny"
-clients = ["10.66.0.0/16", "192.168.77.0/24", "fd00::/8"]
-[[module.rule]]
-action = "deny"
-domains = [".ads.example", "tracker.example", ".doubleclick.example"]
-[[module.rule]]
-action = "deny"
-host_regex = '^(www\.)?(ad|track|pixel)s?\.'
-[[module.rule]]
-action = "deny"
-url_regex = '\.(exe|msi|scr|bat)\$'
-[[module.rule]]
-action = "deny"
-methods = ["TRACE", "TRACK", "DEBUG"]
-[[module.rule]]
-action = "deny"
-ports = ["1-79", "81-442", "444-1023"]
-[[module.rule]]
-action = "deny"
-schemes = ["https"]
-ports = [80]
-[[module.rule]]
-action = "allow"
-groups = ["pupils"]
-methods = ["GET", "HEAD", "POST"]
-ports = ["1024-65535"]
-times = ["00:00-24:00"]
-days = ["mon-sun"]
-[[module.rule]]
-action = "deny"
-domains = ["social.example", ".video.example"]
-times = ["09:00-12:00"]
-[[module.rule]]
-action = "allow"
-users = ["ann", "bob"]
-[[module.rule]]
-action = "allow"
-groups = ["staff"]
-[[module.rule]]
-action = "deny"
-clients = ["169.254.0.0/16"]
-[[module.rule]]
-action = "deny"
-host_regex = '(^|\.)(casino|bet)[a-z]*\.'
-[[module.rule]]
-action = "deny"
-url_regex = '[?&](utm_source|fbclid)='
-[[module.rule]]
-action = "deny"
-methods = ["PUT", "DELETE", "PATCH"]
-[[module.rule]]
-action = "allow"
-clients = ["10.0.0.0/8"]
-domains = [".school.example"]
-[[module.rule]]
-action = "deny"
-ports = [25, 465, 587]
-[[module.rule]]
-action = "deny"
-domains = [".onion"]
-[[module.rule]]
-action = "deny"
-clients = ["172.16.0.0/12"]
-days = ["mon-fri"]
-times = ["22:00-06:00"]
-[[module.rule]]
-action = "allow"
-users = ["bench"]
-methods = ["GET", "HEAD"]
-TOML
-}
 
 # instructions RUNG SIZE N: total instructions of one Weir run serving 1 miss and N-1 hits.
 instructions() {
     local rung="$1" size="$2" n="$3" bin="$BIN" module=""
     case "$rung" in
         a) bin="$BASE_BIN" ;;
-        b) ;;
+        b | k) ;;
         c) module=empty ;;
         d) module=add-headers ;;
         e) module=body-copy ;;
@@ -226,7 +147,7 @@ instructions() {
         printf '[[listen]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\norigin = "http://127.0.0.1:%s"\n' "$port" "$OPORT"
         [ -n "$module" ] && printf '[[module]]\nname = "%s"\n' "$module"
         [ "$rung" = f ] && printf 'lists = ["%s", "%s"]\n' "$EASYLIST" "$EASYPRIVACY"
-        [ "$rung" = h ] && access_settings
+        [ "$rung" = h ] && access_settings "$TMP/users"
         [ "$rung" = i ] && printf 'path = "%s"\n' "$TMP/empty.wasm"
         [ "$rung" = j ] && printf 'path = "%s"\n' "$TMP/add-header.wasm"
     } > "$TMP/$rung.toml"
@@ -242,6 +163,7 @@ instructions() {
     local headers=()
     [ "$rung" = g ] && headers=("Accept-Encoding: gzip")
     [ "$rung" = h ] && headers=("$ACCESS_CREDENTIALS")
+    [ "$rung" = k ] && headers=("$LIKE_CREDENTIALS")
     python3 "$TMP/client.py" "$port" "/$size" "$n" "${headers[@]}" || die "client failed against rung $rung"
     kill -TERM "$pid"; wait "$pid" || true
     [ -n "${PROFILES:-}" ] && mkdir -p "$PROFILES" && cp "$out" "$PROFILES/"
@@ -270,6 +192,7 @@ describe() {
         h) echo "module \`access\` (20 rules, Basic credentials already checked)" ;;
         i) echo "module \`wasm\`, an empty proxy-wasm filter" ;;
         j) echo "module \`wasm\`, a filter adding one response header" ;;
+        k) echo "normal build, no module, the client sending a field as long as (h)'s credentials" ;;
     esac
 }
 percent() { awk -v v="$1" -v a="$2" 'BEGIN { printf "%+.2f%%", (v - a) * 100 / a }'; }
@@ -291,6 +214,13 @@ echo
 if [[ " $RUNGS " == *" h "* && " $RUNGS " == *" b "* ]]; then
     for size in $SIZES; do
         echo "h vs b, $size: $(percent "${PER_HIT[h.$size]}" "${PER_HIT[b.$size]}") ($(printf %+d $((PER_HIT[h.$size] - PER_HIT[b.$size]))) instructions per hit)"
+    done
+    echo
+fi
+# Requests of the same length with and without the module.
+if [[ " $RUNGS " == *" h "* && " $RUNGS " == *" k "* ]]; then
+    for size in $SIZES; do
+        echo "h vs k, $size: $(percent "${PER_HIT[h.$size]}" "${PER_HIT[k.$size]}") ($(printf %+d $((PER_HIT[h.$size] - PER_HIT[k.$size]))) instructions per hit)"
     done
     echo
 fi

@@ -10,6 +10,13 @@
 #     c  the normal build, [[module]] name = "empty"        (every event, does nothing)
 #     d  the normal build, [[module]] name = "add-headers"  (4 headers on every path)
 #     e  the normal build, [[module]] name = "body-copy"    (copies every body, + 4 headers)
+#   and, when VARIANTS names them, issue 19's rungs:
+#     h  the normal build, [[module]] name = "access" with the 20 rules and the htpasswd
+#        file of bench/ladder-instructions.sh's rung h, the client sending
+#        `Authorization` with that user's password (checked once, then from the
+#        module's cache)
+#     k  the normal build, no module, the client sending a field as long as h's under a
+#        name a hit ignores (bench/ladder-instructions.sh explains why not the same one)
 #   All five run at the same time in reverse mode, each with the default worker
 #   threads (one per core), in front of one origin on loopback.
 #
@@ -97,7 +104,7 @@ read -r -a VARIANT_LIST <<<"${VARIANTS//,/ }"
 [ "${#VARIANT_LIST[@]}" -gt 0 ] || die "VARIANTS is empty"
 seen=" "
 for v in "${VARIANT_LIST[@]}"; do
-    case "$v" in a|b|c|d|e) ;; *) die "unknown variant '$v' in VARIANTS (a, b, c, d, e)";; esac
+    case "$v" in a|b|c|d|e|h|k) ;; *) die "unknown variant '$v' in VARIANTS (a, b, c, d, e, h, k)";; esac
     [[ "$seen" == *" $v "* ]] && die "variant '$v' twice in VARIANTS"
     seen+="$v "
 done
@@ -108,7 +115,10 @@ case "$ORDER" in fixed|rotate) ;; *) die "ORDER must be fixed or rotate";; esac
 want() { local v; for v in "${VARIANT_LIST[@]}"; do [ "$v" = "$1" ] && return 0; done; return 1; }
 
 module_of() { # the [[module]] of a variant, or nothing
-    case "$1" in c) echo empty;; d) echo add-headers;; e) echo body-copy;; *) ;; esac
+    case "$1" in c) echo empty;; d) echo add-headers;; e) echo body-copy;; h) echo access;; *) ;; esac
+}
+client_header() { # the field a variant's client adds to every request, if any
+    case "$1" in h) echo "$ACCESS_CREDENTIALS";; k) echo "$LIKE_CREDENTIALS";; *) ;; esac
 }
 bin_of() { if [ "$1" = a ]; then echo "$WEIR_BASE_BIN"; else echo "$WEIR_BIN"; fi; }
 describe() {
@@ -118,11 +128,17 @@ describe() {
         c) echo "module \`empty\` (all events, no-op)";;
         d) echo "module \`add-headers\` (4 headers)";;
         e) echo "module \`body-copy\` (copy bodies + 4 headers)";;
+        h) echo "module \`access\` (20 rules, Basic credentials already checked)";;
+        k) echo "normal build, no module, the client sending a field as long as (h)'s credentials";;
     esac
 }
 
 # ---------------------------------------------------------------- tools and builds
 ensure_tools wrk curl python3
+if want h; then
+    command -v htpasswd >/dev/null ||
+        { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq apache2-utils; }
+fi
 command -v getconf >/dev/null 2>&1 || die "getconf not found"
 CLK_TCK="$(getconf CLK_TCK)"
 
@@ -147,7 +163,7 @@ if want a; then [ -x "$WEIR_BASE_BIN" ] || die "no Weir binary without modules a
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/weir-ladder.XXXXXX")"
 STARTED_PIDS=()
 WRK_PID=""
-SAVE_LOGS="origin.log weir-a.log weir-b.log weir-c.log weir-d.log weir-e.log"
+SAVE_LOGS="origin.log weir-a.log weir-b.log weir-c.log weir-d.log weir-e.log weir-h.log weir-k.log"
 trap bench_cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -222,6 +238,8 @@ EOF
 python3 -c 'import sys; sys.stdout.buffer.write(bytes((i * 7 + 13) % 256 for i in range(512)))' >"$TMP/slow.body"
 
 # ---------------------------------------------------------------- configs
+# Cost 10, htpasswd's default: checked once per run, off the proxy's threads.
+if want h; then htpasswd -cbB -C 10 "$TMP/users" "$ACCESS_USER" "$ACCESS_PASSWORD" 2>/dev/null; fi
 for v in "${VARIANT_LIST[@]}"; do
     {
         cat <<EOF
@@ -242,6 +260,7 @@ access = "off"
 EOF
         m="$(module_of "$v")"
         if [ -n "$m" ]; then printf '\n[[module]]\nname = "%s"\n' "$m"; fi
+        if [ "$v" = h ]; then access_settings "$TMP/users"; fi
     } >"$TMP/weir-$v.toml"
 done
 
@@ -311,11 +330,12 @@ check_headers() {
 }
 
 check_hit() { # $1 = variant, $2 = size: fetch until a hit (at most 5 tries), then check it
-    local v="$1" size="$2" url hdr body i out code
+    local v="$1" size="$2" url hdr body i out code field extra=()
     url="http://127.0.0.1:${PORT[$v]}/obj/$size"
     hdr="$TMP/headers"; body="$TMP/body"
+    field="$(client_header "$v")"; [ -n "$field" ] && extra=(-H "$field")
     for i in 1 2 3 4 5; do
-        if ! out="$(curl -sS -D "$hdr" -o "$body" --max-time 5 -w '%{http_code}' "$url" 2>"$TMP/curl-error")"; then
+        if ! out="$(curl -sS -D "$hdr" -o "$body" --max-time 5 -w '%{http_code}' "${extra[@]}" "$url" 2>"$TMP/curl-error")"; then
             alive "$v"
             die "rung $v: request $i to $url failed: $(cat "$TMP/curl-error")"
         fi
@@ -333,12 +353,13 @@ check_hit() { # $1 = variant, $2 = size: fetch until a hit (at most 5 tries), th
 }
 
 check_miss() { # $1 = variant, $2 = tag: two new URLs, both misses with the origin's body
-    local v="$1" url hdr body i code
+    local v="$1" url hdr body i code field extra=()
     if [ "$v" = o ]; then return 0; fi
     hdr="$TMP/headers"; body="$TMP/body"
+    field="$(client_header "$v")"; [ -n "$field" ] && extra=(-H "$field")
     for i in 1 2; do
         url="http://127.0.0.1:${PORT[$v]}/slow/check-$2-$i"
-        if ! code="$(curl -sS -D "$hdr" -o "$body" --max-time 5 -w '%{http_code}' "$url" 2>"$TMP/curl-error")"; then
+        if ! code="$(curl -sS -D "$hdr" -o "$body" --max-time 5 -w '%{http_code}' "${extra[@]}" "$url" 2>"$TMP/curl-error")"; then
             alive "$v"
             die "rung $v: $url failed: $(cat "$TMP/curl-error")"
         fi
@@ -379,8 +400,10 @@ TSV="$RAW/runs.tsv"
 printf 'variant\ttest\trun\trequests\tduration_s\tcpu_s\treq_per_cpu_s\treq_per_s_wall\tp50_us\tp99_us\tnon2xx\tsock_connect\tsock_read\tsock_write\tsock_timeout\tload1\n' >"$TSV"
 
 measure() { # $1 = variant, $2 = test (hit-<size> or miss), $3 = run
-    local v="$1" test="$2" run="$3" url s0 s1 out stat load1
+    local v="$1" test="$2" run="$3" url s0 s1 out stat load1 field
     local args=(-t1 --latency)
+    # wrk.format in the miss script adds -H's fields too.
+    field="$(client_header "$v")"; [ -n "$field" ] && args+=(-H "$field")
     if [ "$test" = miss ]; then
         check_miss "$v" "$run"
         url="http://127.0.0.1:${PORT[$v]}/"

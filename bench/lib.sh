@@ -184,3 +184,98 @@ nginx_temp_paths() {
     scgi_temp_path        $TMP/$1-temp/scgi;
 EOF
 }
+
+# Rung h of the ladders: the user of its htpasswd file, the field its client sends,
+# and for rung k a field as long, under a name a hit ignores ("User-Agent" is three
+# letters shorter than "Authorization").
+ACCESS_USER=bench
+ACCESS_PASSWORD=bench-password
+ACCESS_CREDENTIALS="Authorization: Basic $(printf '%s:%s' "$ACCESS_USER" "$ACCESS_PASSWORD" | base64)"
+LIKE_CREDENTIALS="User-Agent: ${ACCESS_CREDENTIALS#Authorization: }xxx"
+
+# access_settings HTPASSWD: rung h's module settings (bench/ladder-instructions.sh,
+# bench/ladder.sh): 20 rules, as a school or office proxy might have, that the
+# bench's request (GET http://127.0.0.1:PORT/SIZE from 127.0.0.1, user `bench`) walks
+# through to the last, which allows it. None depends on the clock's value: the rules
+# with times and days either fail on an earlier condition or span the whole week and
+# then fail on the user, so every run does the same work. The credentials stay checked
+# longer than a run under valgrind lasts.
+access_settings() {
+    cat <<TOML
+htpasswd = "$1"
+credential_ttl = "60m"
+[module.groups]
+staff = ["ann", "bob"]
+pupils = ["carl", "dora"]
+[[module.rule]]
+action = "deny"
+clients = ["10.66.0.0/16", "192.168.77.0/24", "fd00::/8"]
+[[module.rule]]
+action = "deny"
+domains = [".ads.example", "tracker.example", ".doubleclick.example"]
+[[module.rule]]
+action = "deny"
+host_regex = '^(www\.)?(ad|track|pixel)s?\.'
+[[module.rule]]
+action = "deny"
+url_regex = '\.(exe|msi|scr|bat)\$'
+[[module.rule]]
+action = "deny"
+methods = ["TRACE", "TRACK", "DEBUG"]
+[[module.rule]]
+action = "deny"
+ports = ["1-79", "81-442", "444-1023"]
+[[module.rule]]
+action = "deny"
+schemes = ["https"]
+ports = [80]
+[[module.rule]]
+action = "allow"
+groups = ["pupils"]
+methods = ["GET", "HEAD", "POST"]
+ports = ["1024-65535"]
+times = ["00:00-24:00"]
+days = ["mon-sun"]
+[[module.rule]]
+action = "deny"
+domains = ["social.example", ".video.example"]
+times = ["09:00-12:00"]
+[[module.rule]]
+action = "allow"
+users = ["ann", "bob"]
+[[module.rule]]
+action = "allow"
+groups = ["staff"]
+[[module.rule]]
+action = "deny"
+clients = ["169.254.0.0/16"]
+[[module.rule]]
+action = "deny"
+host_regex = '(^|\.)(casino|bet)[a-z]*\.'
+[[module.rule]]
+action = "deny"
+url_regex = '[?&](utm_source|fbclid)='
+[[module.rule]]
+action = "deny"
+methods = ["PUT", "DELETE", "PATCH"]
+[[module.rule]]
+action = "allow"
+clients = ["10.0.0.0/8"]
+domains = [".school.example"]
+[[module.rule]]
+action = "deny"
+ports = [25, 465, 587]
+[[module.rule]]
+action = "deny"
+domains = [".onion"]
+[[module.rule]]
+action = "deny"
+clients = ["172.16.0.0/12"]
+days = ["mon-fri"]
+times = ["22:00-06:00"]
+[[module.rule]]
+action = "allow"
+users = ["bench"]
+methods = ["GET", "HEAD"]
+TOML
+}

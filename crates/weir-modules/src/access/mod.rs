@@ -13,13 +13,19 @@
 //! forwarded nor seen by later modules.
 
 mod auth;
+mod bits;
+mod domains;
 mod htpasswd;
+mod literals;
 mod reply;
 mod rules;
 mod settings;
 mod sieve;
 #[cfg(test)]
 mod tests;
+mod walk;
+#[cfg(test)]
+mod walk_tests;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +37,8 @@ use weir_api::{
 };
 
 use auth::{Authenticator, Checked};
-use rules::{Action, LocalTime, RequestView, RuleSet, Verdict};
+use rules::{Action, LocalTime, RequestView, Verdict};
+use walk::RuleSet;
 
 /// How often the htpasswd file is looked at for changes.
 const HTPASSWD_CHECK: Duration = Duration::from_secs(1);
@@ -114,7 +121,7 @@ impl Access {
         };
         let verdict = {
             let view = view_of(txn, request, &LocalTime::now);
-            rules::decide(&self.rules, &view, user.as_deref(), can_ask, default)
+            walk::decide(&self.rules, &view, user.as_deref(), can_ask, default)
         };
         if let Some(user) = user {
             txn.set_user(user);
@@ -280,7 +287,9 @@ fn view_of<'a>(
 /// `host`, `host:port`, `[v6]` or `[v6]:port`. The port is after the last `:`, when no
 /// `]` follows it and the host before it is bracketed or has no `:` of its own.
 fn split_host_port(value: &str) -> (&str, Option<u16>) {
-    let value = value.trim();
+    // A header value read with `to_str` is visible ASCII, spaces and tabs: ASCII
+    // trimming is enough, without `trim`'s Unicode table.
+    let value = value.trim_ascii();
     let bytes = value.as_bytes();
     // One pass from the end: the last `:`, unless a `]` comes after it.
     let mut port_at = None;
@@ -297,7 +306,7 @@ fn split_host_port(value: &str) -> (&str, Option<u16>) {
     let Some(port_at) = port_at else {
         return (value, None);
     };
-    if bytes[0] == b'[' || !bytes[..port_at].contains(&b':') {
+    if bytes[0] == b'[' || bytes[..port_at].iter().all(|&b| b != b':') {
         if let Ok(port) = value[port_at + 1..].parse() {
             return (&value[..port_at], Some(port));
         }

@@ -13,7 +13,8 @@ use weir_api::http::Method;
 use weir_api::serde::Deserialize;
 use weir_api::{Settings, SettingsError};
 
-use super::rules::{Action, DaySpan, Domain, Rule, RuleSet, Users};
+use super::rules::{Action, DaySpan, Domain, Rule, Users};
+use super::walk::RuleSet;
 use crate::icap::settings::{duration_of, parse_duration, Duration_};
 
 #[derive(Deserialize)]

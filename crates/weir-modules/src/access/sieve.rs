@@ -8,7 +8,7 @@ use ipnet::IpNet;
 use weir_api::http::Method;
 
 /// The bit of a method that is none of the standard ones: the rule's list decides.
-const EXTENSION: u16 = 1 << 15;
+pub(crate) const EXTENSION: u16 = 1 << 15;
 
 /// A request method's bit.
 pub(crate) fn method_bit(method: &Method) -> u16 {
@@ -29,12 +29,10 @@ pub(crate) fn method_bit(method: &Method) -> u16 {
 /// A request scheme's bit: `http`, `https` (either case), anything else (CONNECT's
 /// empty one), which no rule names.
 pub(crate) fn scheme_bit(scheme: &str) -> u8 {
-    if scheme.eq_ignore_ascii_case("http") {
-        1
-    } else if scheme.eq_ignore_ascii_case("https") {
-        2
-    } else {
-        4
+    match scheme.len() {
+        4 if scheme.eq_ignore_ascii_case("http") => 1,
+        5 if scheme.eq_ignore_ascii_case("https") => 2,
+        _ => 4,
     }
 }
 

@@ -4,9 +4,10 @@ use weir_api::http::{Method, Uri};
 use weir_api::Settings;
 
 use super::htpasswd::Htpasswd;
-use super::rules::{decide, format_url, Action, LocalTime, RequestView, RuleSet, Verdict};
+use super::rules::{format_url, Action, LocalTime, RequestView, Verdict};
 use super::settings::{day_span, parse, weekdays};
 use super::split_host_port;
+use super::walk::{decide, RuleSet};
 
 fn rules(toml: &str) -> RuleSet {
     let text = format!("htpasswd = \"/dev/null\"\n[groups]\nstaff = [\"ann\"]\n{toml}");
