@@ -10,10 +10,14 @@
 //! Each stream is a task. While its transaction runs, the task sends the interim
 //! responses queued for the stream ([`Interim::for_h2_stream`]) as they arrive, then
 //! the final head, then the body as the stream's flow control allows.
+//!
+//! A connection with no stream open for `[timeouts] client_idle` is closed gracefully
+//! (GOAWAY), as an HTTP/1 connection waiting that long for its next request is.
 
 use std::cell::RefCell;
 use std::future::{poll_fn, Future};
 use std::pin::pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -44,8 +48,8 @@ pub(crate) struct H2Settings {
 }
 
 /// Serves an HTTP/2 connection (the client's preface first in `io`) until the client
-/// closes it, it fails, or the proxy stops (then gracefully: GOAWAY, and the streams
-/// in flight finish).
+/// closes it, it fails, it has no stream open for `idle`, or the proxy stops (then
+/// gracefully: GOAWAY, and the streams in flight finish).
 pub(super) async fn serve<T>(
     io: T,
     conn: Arc<ConnInfo>,
@@ -80,12 +84,24 @@ pub(super) async fn serve<T>(
     if stopping {
         connection.graceful_shutdown();
     }
+    let open = Arc::new(Streams {
+        since: tokio::time::Instant::now(),
+        open: AtomicUsize::new(0),
+        last_end_ms: AtomicU64::new(0),
+    });
+    let mut quiet = pin!(tokio::time::sleep(idle));
     loop {
         // `accept` keeps its state in the connection: cancelling it loses nothing.
         tokio::select! {
             next = connection.accept() => match next {
                 Some(Ok((req, respond))) => {
-                    tokio::spawn(stream(engine.clone(), conn.clone(), req, respond));
+                    let counted = Open::enter(&open);
+                    let answered = stream(engine.clone(), conn.clone(), req, respond);
+                    tokio::spawn(async move {
+                        answered.await;
+                        drop(counted);
+                    });
+                    quiet.as_mut().reset(tokio::time::Instant::now() + idle);
                 }
                 Some(Err(e)) => {
                     tracing::debug!("client connection ended: {e}");
@@ -93,6 +109,18 @@ pub(super) async fn serve<T>(
                 }
                 None => return,
             },
+            () = &mut quiet, if !stopping => {
+                let now = tokio::time::Instant::now();
+                match open.quiet_until(idle) {
+                    Some(until) if until > now => quiet.as_mut().reset(until),
+                    Some(_) => {
+                        tracing::debug!("HTTP/2 connection idle for {idle:?}: closing it");
+                        stopping = true;
+                        connection.graceful_shutdown();
+                    }
+                    None => quiet.as_mut().reset(now + idle),
+                }
+            }
             changed = stop.changed(), if !stopping => {
                 if changed.is_err() || *stop.borrow() {
                     stopping = true;
@@ -100,6 +128,44 @@ pub(super) async fn serve<T>(
                 }
             }
         }
+    }
+}
+
+/// The streams of one connection: how many are open, and when the last one ended.
+struct Streams {
+    since: tokio::time::Instant,
+    open: AtomicUsize,
+    /// Milliseconds from `since` to the end of the last stream.
+    last_end_ms: AtomicU64,
+}
+
+impl Streams {
+    /// When the connection will have been `idle` with no stream open; `None` while
+    /// one is.
+    fn quiet_until(&self, idle: std::time::Duration) -> Option<tokio::time::Instant> {
+        if self.open.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let last_end = std::time::Duration::from_millis(self.last_end_ms.load(Ordering::Acquire));
+        Some(self.since + last_end + idle)
+    }
+}
+
+/// A stream of the connection still open (its task running), counted until dropped.
+struct Open(Arc<Streams>);
+
+impl Open {
+    fn enter(streams: &Arc<Streams>) -> Open {
+        streams.open.fetch_add(1, Ordering::AcqRel);
+        Open(streams.clone())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        let ended = self.0.since.elapsed().as_millis() as u64;
+        self.0.last_end_ms.fetch_max(ended, Ordering::AcqRel);
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -126,3 +126,46 @@ async fn h2c_prior_knowledge_from_clients() {
         hyper::Version::HTTP_11
     );
 }
+
+/// An HTTP/2 connection with no stream open for `client_idle` is closed (GOAWAY), as
+/// an idle HTTP/1 one is; not while a stream is open.
+#[tokio::test]
+async fn an_idle_h2c_connection_is_closed_after_client_idle() {
+    let origin = TestOrigin::start();
+    origin.route(
+        "/slow",
+        Reply::ok("late").delay(Duration::from_millis(1500)),
+    );
+    let proxy = Proxy::builder()
+        .reverse(&origin.base())
+        .option("timeouts", "client_idle", "1s")
+        .start();
+    let tcp = tokio::net::TcpStream::connect(proxy.reverse_addr())
+        .await
+        .unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.expect("h2 handshake");
+    let mut connection = tokio::spawn(connection);
+    // A stream open longer than the idle time keeps the connection.
+    let mut client = client.ready().await.unwrap();
+    let req = http::Request::get(proxy.reverse_url("/slow"))
+        .body(())
+        .unwrap();
+    let (response, _) = client.send_request(req, true).unwrap();
+    let response = response.await.expect("the slow answer");
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    while let Some(chunk) = body.data().await {
+        let _ = body.flow_control().release_capacity(chunk.unwrap().len());
+    }
+    // Then, with nothing open, it is closed about a second later; the client (still
+    // holding its end) sees the server's close.
+    let idle_since = std::time::Instant::now();
+    let ended = tokio::time::timeout(Duration::from_secs(5), &mut connection).await;
+    assert!(ended.is_ok(), "the idle connection stayed open");
+    assert!(
+        idle_since.elapsed() >= Duration::from_millis(500),
+        "closed {:?} after the last stream",
+        idle_since.elapsed()
+    );
+    drop(client);
+}
