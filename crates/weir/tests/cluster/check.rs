@@ -4,6 +4,17 @@ use std::time::Duration;
 
 use crate::common::*;
 
+/// Writes `text` to `path` and runs `weir check` on it, which must refuse it; its report.
+fn refused(path: &std::path::Path, text: &str) -> String {
+    std::fs::write(path, text).unwrap();
+    let out = run_weir(
+        &["check", "--config", path.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    assert!(!out.status.success(), "{text} passed");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn weir_check_names_the_cluster_key_at_fault() {
     let dir = temp_dir("cluster-check");
@@ -34,13 +45,7 @@ fn weir_check_names_the_cluster_key_at_fault() {
         }
         text.push_str(line);
         text.push('\n');
-        std::fs::write(&path, &text).unwrap();
-        let out = run_weir(
-            &["check", "--config", path.to_str().unwrap()],
-            Duration::from_secs(10),
-        );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{text} passed");
+        let err = refused(&path, &text);
         assert!(
             err.contains(&format!(":7: key `{key}`")),
             "{text}\n---\n{err}"
@@ -101,13 +106,7 @@ fn weir_check_names_the_etcd_credentials_at_fault() {
     ];
     for (lines, key, why) in cases {
         let text = format!("{base}{lines}");
-        std::fs::write(&path, &text).unwrap();
-        let out = run_weir(
-            &["check", "--config", path.to_str().unwrap()],
-            Duration::from_secs(10),
-        );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{text} passed");
+        let err = refused(&path, &text);
         assert!(err.contains(key) && err.contains(why), "{text}\n---\n{err}");
     }
 }
