@@ -152,8 +152,10 @@ instructions() {
         [ "$rung" = j ] && printf 'path = "%s"\n' "$TMP/add-header.wasm"
     } > "$TMP/$rung.toml"
     local out="$TMP/callgrind.$rung.$size.$n"
+    # Its stdout away from the command substitution this runs in, which would otherwise
+    # wait for it to close even after the function has failed.
     WEIR_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
-        "$bin" run --config "$TMP/$rung.toml" 2>"$TMP/valgrind.$rung.log" &
+        "$bin" run --config "$TMP/$rung.toml" >/dev/null 2>"$TMP/valgrind.$rung.log" &
     local pid=$!
     for _ in $(seq 300); do
         (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
@@ -164,7 +166,10 @@ instructions() {
     [ "$rung" = g ] && headers=("Accept-Encoding: gzip")
     [ "$rung" = h ] && headers=("$ACCESS_CREDENTIALS")
     [ "$rung" = k ] && headers=("$LIKE_CREDENTIALS")
-    python3 "$TMP/client.py" "$port" "/$size" "$n" "${headers[@]}" || die "client failed against rung $rung"
+    if ! python3 "$TMP/client.py" "$port" "/$size" "$n" "${headers[@]}"; then
+        kill -TERM "$pid"; wait "$pid" || true
+        die "client failed against rung $rung"
+    fi
     kill -TERM "$pid"; wait "$pid" || true
     [ -n "${PROFILES:-}" ] && mkdir -p "$PROFILES" && cp "$out" "$PROFILES/"
     grep -m1 '^summary:\|^totals:' "$out" | awk '{print $2}'
