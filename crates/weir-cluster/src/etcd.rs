@@ -6,33 +6,17 @@
 //! starting from the last that answered, and is bounded in time.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use bytes::{Bytes, BytesMut};
-use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
-use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
 
-/// What went wrong talking to etcd.
-#[derive(Debug, Clone)]
-pub struct EtcdError(pub String);
-
-impl std::fmt::Display for EtcdError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for EtcdError {}
-
-fn err(message: impl Into<String>) -> EtcdError {
-    EtcdError(message.into())
-}
+use crate::gateway::{err, send, JsonStream};
+pub use crate::gateway::{parse_endpoint, Endpoint, EtcdError};
 
 /// One key-value as a range or a watch returns it.
 #[derive(Debug, Clone)]
@@ -72,9 +56,11 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
-/// The client: endpoints as `http://host:port`.
+/// The client: endpoints as `http://host:port` or `https://host:port`.
 pub struct Etcd {
-    endpoints: Vec<(String, u16)>,
+    endpoints: Vec<Endpoint>,
+    /// For `https://` endpoints.
+    tls: Option<TlsConnector>,
     /// The endpoint that answered last.
     current: AtomicUsize,
     /// Bound on one unary call.
@@ -126,31 +112,16 @@ fn kv_of(v: &Value) -> Kv {
     }
 }
 
-/// Parses `http://host:port` (the only form: the gateway is plain HTTP here).
-pub fn parse_endpoint(url: &str) -> Result<(String, u16), String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("`{url}` is not an etcd endpoint: http://host:port"))?;
-    let rest = rest.trim_end_matches('/');
-    let (host, port) = rest
-        .rsplit_once(':')
-        .ok_or_else(|| format!("`{url}` has no port (etcd's client port is usually 2379)"))?;
-    let port: u16 = port
-        .parse()
-        .map_err(|_| format!("`{url}` has no valid port"))?;
-    if host.is_empty() || rest.contains('/') {
-        return Err(format!("`{url}` is not an etcd endpoint: http://host:port"));
-    }
-    Ok((host.trim_matches(['[', ']']).to_string(), port))
-}
-
 impl Etcd {
     /// A client of these endpoints (already checked by [`parse_endpoint`]),
     /// authenticating with `credentials` if given.
+    /// `tls` is the client configuration for `https://` endpoints (required when there
+    /// is one).
     pub fn new(
         endpoints: &[String],
         timeout: Duration,
         credentials: Option<Credentials>,
+        tls: Option<Arc<rustls::ClientConfig>>,
     ) -> Result<Etcd, String> {
         let endpoints = endpoints
             .iter()
@@ -159,8 +130,12 @@ impl Etcd {
         if endpoints.is_empty() {
             return Err("no etcd endpoint".into());
         }
+        if endpoints.iter().any(|e| e.tls) && tls.is_none() {
+            return Err("an https:// etcd endpoint needs a TLS configuration".into());
+        }
         Ok(Etcd {
             endpoints,
+            tls: tls.map(TlsConnector::from),
             current: AtomicUsize::new(0),
             timeout,
             credentials,
@@ -221,8 +196,10 @@ impl Etcd {
         let mut last = err("no etcd endpoint");
         for i in 0..self.endpoints.len() {
             let at = (start + i) % self.endpoints.len();
-            let (host, port) = &self.endpoints[at];
-            match tokio::time::timeout(self.timeout, send(host, *port, path, body, token)).await {
+            let endpoint = &self.endpoints[at];
+            let (host, port) = (&endpoint.host, &endpoint.port);
+            let sent = send(endpoint, self.tls.as_ref(), path, body, token);
+            match tokio::time::timeout(self.timeout, sent).await {
                 Ok(Ok(body)) => {
                     self.current.store(at, Ordering::Relaxed);
                     return Ok(body);
@@ -368,122 +345,20 @@ impl Watch {
     }
 }
 
-/// Sends one POST on a connection of its own; the answer's body (an error status is
-/// an error, with the start of the body).
-async fn send(
-    host: &str,
-    port: u16,
-    path: &str,
-    body: &Value,
-    token: Option<&str>,
-) -> Result<Incoming, EtcdError> {
-    let stream = TcpStream::connect((host, port))
-        .await
-        .map_err(|e| err(format!("etcd {host}:{port}: {e}")))?;
-    let _ = stream.set_nodelay(true);
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| err(format!("etcd {host}:{port}: {e}")))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let mut request = http::Request::post(path)
-        .header(http::header::HOST, format!("{host}:{port}"))
-        .header(http::header::CONTENT_TYPE, "application/json");
-    // etcd's gateway takes the token as it is, without a scheme.
-    if let Some(token) = token {
-        request = request.header(http::header::AUTHORIZATION, token);
-    }
-    let request = request
-        .body(Full::new(Bytes::from(body.to_string())))
-        .map_err(|e| err(e.to_string()))?;
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(|e| err(format!("etcd {host}:{port}: {e}")))?;
-    let status = response.status();
-    let body = response.into_body();
-    if !status.is_success() {
-        let text = tokio::time::timeout(Duration::from_secs(2), body.collect())
-            .await
-            .ok()
-            .and_then(|b| b.ok())
-            .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
-            .unwrap_or_default();
-        let text: String = text.chars().take(200).collect();
-        return Err(err(format!("etcd {host}:{port} {path}: {status} {text}")));
-    }
-    Ok(body)
-}
-
-/// JSON objects, one after another, from a streaming body (the gateway writes one a
-/// line).
-struct JsonStream {
-    body: Incoming,
-    buffer: BytesMut,
-}
-
-impl JsonStream {
-    fn new(body: Incoming) -> JsonStream {
-        JsonStream {
-            body,
-            buffer: BytesMut::new(),
-        }
-    }
-
-    async fn next(&mut self) -> Result<Option<Value>, EtcdError> {
-        loop {
-            if let Some(v) = self.take()? {
-                return Ok(Some(v));
-            }
-            match self.body.frame().await {
-                None => {
-                    let rest = std::mem::take(&mut self.buffer);
-                    let rest = String::from_utf8_lossy(&rest);
-                    if rest.trim().is_empty() {
-                        return Ok(None);
-                    }
-                    return serde_json::from_str(rest.trim())
-                        .map(Some)
-                        .map_err(|e| err(format!("etcd sent bad JSON: {e}")));
-                }
-                Some(Err(e)) => return Err(err(format!("etcd stream: {e}"))),
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        self.buffer.extend_from_slice(&data);
-                    }
-                }
-            }
-        }
-    }
-
-    /// One complete object from the buffer, if there is one.
-    fn take(&mut self) -> Result<Option<Value>, EtcdError> {
-        while let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
-            let line = self.buffer.split_to(end + 1);
-            let text = String::from_utf8_lossy(&line);
-            if text.trim().is_empty() {
-                continue;
-            }
-            return serde_json::from_str(text.trim())
-                .map(Some)
-                .map_err(|e| err(format!("etcd sent bad JSON: {e}")));
-        }
-        Ok(None)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn endpoints_and_prefixes() {
+        let plain = parse_endpoint("http://127.0.0.1:2379").unwrap();
         assert_eq!(
-            parse_endpoint("http://127.0.0.1:2379").unwrap(),
-            ("127.0.0.1".into(), 2379)
+            (plain.tls, plain.host.as_str(), plain.port),
+            (false, "127.0.0.1", 2379)
         );
-        assert!(parse_endpoint("https://h:1").is_err());
+        let tls = parse_endpoint("https://[::1]:2379/").unwrap();
+        assert_eq!((tls.tls, tls.host.as_str(), tls.port), (true, "::1", 2379));
+        assert!(parse_endpoint("h:1").is_err());
         assert!(parse_endpoint("http://h").is_err());
         assert!(parse_endpoint("http://h:1/x").is_err());
         assert_eq!(prefix_end("/weir/"), b"/weir0".to_vec());

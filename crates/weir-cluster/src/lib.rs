@@ -13,6 +13,7 @@
 
 mod cluster;
 pub mod etcd;
+mod gateway;
 pub mod ring;
 mod shared;
 mod state;

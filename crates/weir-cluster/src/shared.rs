@@ -32,7 +32,7 @@ pub type ApplyFn = Box<dyn Fn(Applied<'_>) + Send + Sync>;
 /// A node's settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// etcd's client endpoints, `http://host:port`.
+    /// etcd's client endpoints, `http://host:port` or `https://host:port`.
     pub endpoints: Vec<String>,
     /// This node's unique name.
     pub node: String,
@@ -46,6 +46,8 @@ pub struct Settings {
     pub state_file: Option<PathBuf>,
     /// Who to authenticate to etcd as, when its authentication is on.
     pub credentials: Option<crate::etcd::Credentials>,
+    /// How `https://` endpoints are trusted.
+    pub tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
 pub(crate) struct Shared {
@@ -63,7 +65,12 @@ impl Shared {
         // still leaves time for another before the lease runs out.
         let timeout = (settings.lease / 3).max(Duration::from_millis(200));
         Ok(Shared {
-            etcd: Etcd::new(&settings.endpoints, timeout, settings.credentials.clone())?,
+            etcd: Etcd::new(
+                &settings.endpoints,
+                timeout,
+                settings.credentials.clone(),
+                settings.tls.clone(),
+            )?,
             settings,
             state: Mutex::new(State::default()),
             changed: tokio::sync::watch::channel(0).0,

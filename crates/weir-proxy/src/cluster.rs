@@ -70,6 +70,7 @@ impl ClusterLink {
             ack_wait: c.ack_wait(),
             state_file,
             credentials: c.credentials()?,
+            tls: c.etcd_tls()?,
         };
         let cluster = Cluster::start(settings, apply)?;
         Ok(Some(Arc::new(ClusterLink {

@@ -14,7 +14,7 @@ use super::units::Seconds;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
-    /// etcd's client endpoints, `http://host:port`.
+    /// etcd's client endpoints, `http://host:port` or `https://host:port`.
     pub etcd: Vec<String>,
     /// This node's name, unique in the cluster.
     pub node: String,
@@ -38,6 +38,10 @@ pub struct ClusterConfig {
     /// not in the configuration.
     #[serde(default)]
     pub etcd_password_file: Option<std::path::PathBuf>,
+    /// The CA certificates (PEM) `https://` endpoints are checked against, instead of
+    /// the system's roots.
+    #[serde(default)]
+    pub etcd_ca_file: Option<std::path::PathBuf>,
 }
 
 /// `local_copies`: what a node keeps of the keys it does not own.
@@ -59,6 +63,33 @@ fn default_lease() -> Seconds {
 }
 
 impl ClusterConfig {
+    /// How `https://` endpoints are trusted: `etcd_ca_file`'s certificates, else the
+    /// system's roots; `None` when every endpoint is plain HTTP.
+    pub fn etcd_tls(&self) -> Result<Option<std::sync::Arc<rustls::ClientConfig>>, String> {
+        if !self.etcd.iter().any(|e| e.starts_with("https://")) {
+            return Ok(None);
+        }
+        let mut roots = rustls::RootCertStore::empty();
+        match &self.etcd_ca_file {
+            Some(path) => {
+                for cert in super::origin::load_ca_file(path)? {
+                    roots.add(cert).map_err(|e| e.to_string())?;
+                }
+            }
+            None => {
+                let native = rustls_native_certs::load_native_certs();
+                roots.add_parsable_certificates(native.certs);
+            }
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Some(std::sync::Arc::new(config)))
+    }
+
     /// The etcd credentials, the password read from its file.
     pub fn credentials(&self) -> Result<Option<weir_cluster::etcd::Credentials>, String> {
         let (Some(user), Some(file)) = (&self.etcd_user, &self.etcd_password_file) else {
@@ -131,6 +162,11 @@ pub(crate) fn check(cluster: &ClusterConfig, issues: &mut Vec<Issue>) {
             }
         }
         (None, None) => {}
+    }
+    if let Some(path) = &cluster.etcd_ca_file {
+        if let Err(e) = super::origin::load_ca_file(path) {
+            report(vec![at.clone().key("etcd_ca_file")], e);
+        }
     }
     if cluster.purge_ack_wait.is_some() && cluster.ack_wait() < lease {
         report(

@@ -88,3 +88,34 @@ async fn nodes_authenticate_to_etcd_and_a_wrong_password_stays_out() {
     let seen = cluster_status(&a).await;
     assert_eq!(seen["members"].as_array().map(Vec::len), Some(2), "{seen}");
 }
+
+/// etcd over TLS: nodes that trust its certificate (`etcd_ca_file`) join; one that
+/// checks it against the system's roots stays out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_reach_etcd_over_tls_when_they_trust_it() {
+    need_etcd!();
+    let dir = TempDir::new("cluster-etcd-tls");
+    let cert = crate::common::tls::make_cert(dir.path(), "etcd", &["127.0.0.1", "localhost"]);
+    let etcd = Etcd::start_tls(cert.cert.clone(), cert.key.clone());
+    let ca = cert.cert.display().to_string();
+    let trusting = |name| {
+        builder(&etcd, name)
+            .option("cluster", "etcd_ca_file", &ca)
+            .start()
+    };
+    let (a, b) = (trusting("a"), trusting("b"));
+    wait_joined(&[&a, &b], 2).await;
+    let (origin, _) = counting_origin();
+    let url = origin.url("/obj");
+    assert_eq!(get_via(&a, &url).await.status, 200);
+    let purged = send(&proxied_client(b.forward_addr()), "PURGE", &url, &[], None).await;
+    let ack = purged
+        .header("weir-cluster-ack")
+        .expect("an acknowledgment");
+    assert!(ack.contains("members=2"), "{ack}");
+
+    let distrusting = node(&etcd, "c");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let status = cluster_status(&distrusting).await;
+    assert_eq!(status["in_touch"], false, "{status}");
+}

@@ -103,6 +103,11 @@ fn weir_check_names_the_etcd_credentials_at_fault() {
             ":6: key `cluster.etcd_password_file`",
             "cannot read",
         ),
+        (
+            format!("etcd_ca_file = {:?}\n", missing.display().to_string()),
+            ":5: key `cluster.etcd_ca_file`",
+            "cannot read",
+        ),
     ];
     for (lines, key, why) in cases {
         let text = format!("{base}{lines}");

@@ -18,6 +18,8 @@ pub(crate) struct Etcd {
     dir: PathBuf,
     client: u16,
     peer: u16,
+    /// Certificate and key of an `https://` client port.
+    tls: Option<(PathBuf, PathBuf)>,
 }
 
 impl Etcd {
@@ -31,24 +33,43 @@ impl Etcd {
     }
 
     pub(crate) fn start() -> Etcd {
+        Etcd::start_with(None)
+    }
+
+    /// An etcd whose client port speaks TLS with this certificate and key.
+    pub(crate) fn start_tls(cert: PathBuf, key: PathBuf) -> Etcd {
+        Etcd::start_with(Some((cert, key)))
+    }
+
+    fn start_with(tls: Option<(PathBuf, PathBuf)>) -> Etcd {
         let mut etcd = Etcd {
             child: None,
             dir: temp_dir("etcd"),
             client: free_port(),
             peer: free_port(),
+            tls,
         };
         etcd.run();
         etcd
     }
 
     pub(crate) fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.client)
     }
 
     /// Starts (or starts again) the etcd process on the same ports and data.
     pub(crate) fn run(&mut self) {
         let peer = format!("http://127.0.0.1:{}", self.peer);
-        let child = Command::new("etcd")
+        let mut command = Command::new("etcd");
+        if let Some((cert, key)) = &self.tls {
+            command
+                .arg("--cert-file")
+                .arg(cert)
+                .arg("--key-file")
+                .arg(key);
+        }
+        let child = command
             .arg("--name")
             .arg("t")
             .arg("--data-dir")
