@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::net::TcpStream;
@@ -69,6 +70,18 @@ pub fn parse_endpoint(url: &str) -> Result<Endpoint, String> {
     })
 }
 
+/// HTTP/1.1 on `io`, its connection driven by a task of its own.
+async fn handshake<I>(io: I) -> Result<SendRequest<Full<Bytes>>, hyper::Error>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
 /// Sends one POST on a connection of its own; the answer's body (an error status is
 /// an error, with the start of the body).
 pub(crate) async fn send(
@@ -89,24 +102,11 @@ pub(crate) async fn send(
             let name =
                 rustls_pki_types::ServerName::try_from(host.to_string()).map_err(|e| failed(&e))?;
             let stream = tls.connect(name, stream).await.map_err(|e| failed(&e))?;
-            let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                .await
-                .map_err(|e| failed(&e))?;
-            tokio::spawn(async move {
-                let _ = conn.await;
-            });
-            sender
+            handshake(stream).await
         }
-        _ => {
-            let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                .await
-                .map_err(|e| failed(&e))?;
-            tokio::spawn(async move {
-                let _ = conn.await;
-            });
-            sender
-        }
-    };
+        _ => handshake(stream).await,
+    }
+    .map_err(|e| failed(&e))?;
     let mut request = http::Request::post(path)
         .header(http::header::HOST, format!("{host}:{port}"))
         .header(http::header::CONTENT_TYPE, "application/json");
