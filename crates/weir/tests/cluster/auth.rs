@@ -66,16 +66,7 @@ async fn nodes_authenticate_to_etcd_and_a_wrong_password_stays_out() {
     let (origin, _) = counting_origin();
     let url = origin.url("/obj");
     assert_eq!(get_via(&a, &url).await.status, 200);
-    let purged = send(&proxied_client(b.forward_addr()), "PURGE", &url, &[], None).await;
-    assert!(
-        [200, 404].contains(&purged.status.as_u16()),
-        "{}",
-        purged.text()
-    );
-    let ack = purged
-        .header("weir-cluster-ack")
-        .expect("an acknowledgment");
-    assert!(ack.contains("members=2"), "{ack}");
+    assert_acknowledged(&purge_via(&b, &url).await, 2);
 
     // A wrong password, and none at all: etcd refuses them, and they stay out.
     let wrong = as_root("c", &bad);
@@ -108,11 +99,7 @@ async fn nodes_reach_etcd_over_tls_when_they_trust_it() {
     let (origin, _) = counting_origin();
     let url = origin.url("/obj");
     assert_eq!(get_via(&a, &url).await.status, 200);
-    let purged = send(&proxied_client(b.forward_addr()), "PURGE", &url, &[], None).await;
-    let ack = purged
-        .header("weir-cluster-ack")
-        .expect("an acknowledgment");
-    assert!(ack.contains("members=2"), "{ack}");
+    assert_acknowledged(&purge_via(&b, &url).await, 2);
 
     let distrusting = node(&etcd, "c");
     tokio::time::sleep(Duration::from_secs(2)).await;

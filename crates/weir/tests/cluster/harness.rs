@@ -157,6 +157,32 @@ pub(crate) fn counting_origin() -> (TestOrigin, Arc<AtomicUsize>) {
     (origin, n)
 }
 
+/// A PURGE of `url` at `proxy`.
+pub(crate) async fn purge_via(proxy: &Proxy, url: &str) -> Fetched {
+    send(
+        &proxied_client(proxy.forward_addr()),
+        "PURGE",
+        url,
+        &[],
+        None,
+    )
+    .await
+}
+
+/// Asserts that `purged` was answered (200 when the node held the URL, 404 when it did
+/// not) once `members` members had acknowledged it.
+pub(crate) fn assert_acknowledged(purged: &Fetched, members: usize) {
+    assert!(
+        [200, 404].contains(&purged.status.as_u16()),
+        "{}",
+        purged.text()
+    );
+    let ack = purged
+        .header("weir-cluster-ack")
+        .expect("an acknowledgment");
+    assert!(ack.contains(&format!("members={members}")), "{ack}");
+}
+
 pub(crate) async fn get_via(proxy: &Proxy, url: &str) -> Fetched {
     send(&proxied_client(proxy.forward_addr()), "GET", url, &[], None).await
 }

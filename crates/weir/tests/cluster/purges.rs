@@ -23,12 +23,9 @@ async fn a_purge_acknowledged_at_one_node_is_a_miss_at_every_node() {
     }
     let before = fetches.load(Ordering::SeqCst);
 
-    let purged = send(&proxied_client(a.forward_addr()), "PURGE", &url, &[], None).await;
+    let purged = purge_via(&a, &url).await;
     assert_eq!(purged.status, 200, "{}", purged.text());
-    let ack = purged
-        .header("weir-cluster-ack")
-        .expect("an acknowledgment");
-    assert!(ack.contains("members=3"), "{ack}");
+    assert_acknowledged(&purged, 3);
 
     // No sleep: acknowledged means applied everywhere. No node serves the old copy
     // (the second may hit the new one its owner fetched for the first).
@@ -72,15 +69,7 @@ async fn a_stopped_node_delays_a_purge_by_its_lease_at_most_and_then_revalidates
     let took = started.elapsed();
     c.signal("CONT");
     // 200 when a owns the URL (it stored it for c), 404 when it does not.
-    assert!(
-        [200, 404].contains(&purged.status.as_u16()),
-        "{}",
-        purged.text()
-    );
-    let ack = purged
-        .header("weir-cluster-ack")
-        .expect("an acknowledgment");
-    assert!(ack.contains("members=2"), "{ack}");
+    assert_acknowledged(&purged, 2);
     assert!(
         took <= Duration::from_secs(LEASE) + Duration::from_millis(1500),
         "the purge waited {took:?}"
