@@ -20,21 +20,8 @@ pub(crate) async fn call(
 ) -> Result<Response<Bytes>, ContentError> {
     let (mut parts, body) = request.into_parts();
     let bad = || ContentError::BadUrl(parts.uri.to_string());
-    let tls = match parts.uri.scheme_str() {
-        Some("http") => false,
-        Some("https") => true,
-        _ => return Err(bad()),
-    };
+    let origin = OriginAddr::from_uri(&parts.uri).ok_or_else(bad)?;
     let authority = parts.uri.authority().ok_or_else(bad)?.clone();
-    let host = authority
-        .host()
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    let origin = OriginAddr {
-        tls,
-        host: host.to_string(),
-        port: authority.port_u16().unwrap_or(if tls { 443 } else { 80 }),
-    };
     if !parts.headers.contains_key(header::HOST) {
         let value = HeaderValue::from_str(authority.as_str()).map_err(|_| bad())?;
         parts.headers.insert(header::HOST, value);

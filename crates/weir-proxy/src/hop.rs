@@ -17,7 +17,7 @@ use crate::upstream::{OriginAddr, Resume, ResumeFrom, UpstreamBody, UpstreamErro
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct NotKept;
 
-pub(crate) use crate::headers::{HOP, HOP_ORIGIN};
+use crate::headers::{HOP, HOP_ORIGIN};
 
 /// Sends a cache fill's request for `url` to its owner, or to `origin` when this node
 /// owns it, the request came from a peer, or the owner failed.

@@ -50,27 +50,11 @@ fn peer_origin(conn: &ConnInfo, req: &request::Parts) -> Result<Option<OriginAdd
     let Some(value) = req.headers.get(crate::headers::HOP_ORIGIN) else {
         return Ok(None);
     };
-    let bad = || ProxyError::bad_request("invalid Weir-Hop-Origin");
-    let uri: http::Uri = value
-        .to_str()
-        .map_err(|_| bad())?
-        .parse()
-        .map_err(|_| bad())?;
-    let tls = match uri.scheme_str() {
-        Some("http") => false,
-        Some("https") => true,
-        _ => return Err(bad()),
-    };
-    let authority = uri.authority().ok_or_else(bad)?;
-    let host = authority
-        .host()
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    Ok(Some(OriginAddr {
-        tls,
-        host: host.to_string(),
-        port: checked_port(authority)?.unwrap_or(if tls { 443 } else { 80 }),
-    }))
+    let uri: Option<http::Uri> = value.to_str().ok().and_then(|v| v.parse().ok());
+    match uri.as_ref().and_then(OriginAddr::from_uri) {
+        Some(origin) => Ok(Some(origin)),
+        None => Err(ProxyError::bad_request("invalid Weir-Hop-Origin")),
+    }
 }
 
 fn locate(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {

@@ -23,6 +23,30 @@ impl OriginAddr {
         }
     }
 
+    /// The origin an absolute `http://` or `https://` URI names (the default port
+    /// when it names none); `None` for another scheme, no host, or a bad port.
+    pub(crate) fn from_uri(uri: &http::Uri) -> Option<OriginAddr> {
+        let tls = match uri.scheme_str()? {
+            "http" => false,
+            "https" => true,
+            _ => return None,
+        };
+        let authority = uri.authority()?;
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        if host.is_empty() {
+            return None;
+        }
+        let port = crate::config::authority_port(authority).ok()?;
+        Some(OriginAddr {
+            tls,
+            host: host.to_string(),
+            port: port.unwrap_or(if tls { 443 } else { 80 }),
+        })
+    }
+
     pub(crate) fn from_url(url: &OriginUrl) -> OriginAddr {
         OriginAddr {
             tls: url.tls,
