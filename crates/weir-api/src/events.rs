@@ -32,21 +32,32 @@ pub enum Event {
     DeliverBody = 9,
     /// The transaction is over and is being logged.
     Log = 10,
+    /// The trailer fields the client sent after its request body, on their way to
+    /// the origin (only for requests whose body is forwarded and that have trailers).
+    RequestTrailers = 11,
+    /// The trailer fields the origin sent after its response body, about to be sent
+    /// to the client after the last body chunk. They are not stored: a hit has none
+    /// (RFC 9111 §3 lets a cache discard them), so this event runs only on responses
+    /// streamed from the origin.
+    ResponseTrailers = 12,
 }
 
 impl Event {
-    /// Every event, in transaction order.
-    pub const ALL: [Event; 11] = [
+    /// Every event, in transaction order (the trailer events after their bodies;
+    /// their numbers come last, so that those of the older events never changed).
+    pub const ALL: [Event; 13] = [
         Event::RequestHeaders,
         Event::WholeRequest,
         Event::CacheLookup,
         Event::UpstreamRequest,
         Event::RequestBody,
+        Event::RequestTrailers,
         Event::ResponseHeaders,
         Event::WholeResponse,
         Event::ResponseBody,
         Event::DeliverHeaders,
         Event::DeliverBody,
+        Event::ResponseTrailers,
         Event::Log,
     ];
 
@@ -64,6 +75,8 @@ impl Event {
             Event::DeliverHeaders => "deliver_headers",
             Event::DeliverBody => "deliver_body",
             Event::Log => "log",
+            Event::RequestTrailers => "request_trailers",
+            Event::ResponseTrailers => "response_trailers",
         }
     }
 }
@@ -77,6 +90,8 @@ impl Events {
     pub const NONE: Events = Events(0);
     /// Every event.
     pub const ALL: Events = Events((1 << Event::ALL.len()) - 1);
+    /// The two trailer events.
+    pub const TRAILERS: Events = Events::of(&[Event::RequestTrailers, Event::ResponseTrailers]);
     /// The two whole-message events. Asking for one changes how the engine moves a
     /// body (it collects it before going on), not only which calls it makes.
     pub const WHOLE: Events = Events::of(&[Event::WholeRequest, Event::WholeResponse]);
@@ -119,5 +134,16 @@ mod tests {
         assert!(!e.contains(Event::DeliverBody));
         assert!(Event::ALL.iter().all(|&ev| Events::ALL.contains(ev)));
         assert!(Event::ALL.iter().all(|&ev| !Events::NONE.contains(ev)));
+    }
+
+    #[test]
+    fn every_event_has_its_own_number_and_name() {
+        let mut numbers: Vec<u8> = Event::ALL.iter().map(|&e| e as u8).collect();
+        numbers.sort_unstable();
+        assert_eq!(numbers, (0..Event::ALL.len() as u8).collect::<Vec<_>>());
+        let mut names: Vec<&str> = Event::ALL.iter().map(|e| e.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Event::ALL.len());
     }
 }

@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::HeaderMap;
+
 use crate::{
     BodyChunk, CacheLookup, Events, Flow, ModuleContext, RequestHead, ResponseHead, Settings,
     SettingsError, Txn, WholeBody,
@@ -151,6 +153,34 @@ pub trait Module: Send + Sync + 'static {
     /// A chunk of body about to be sent to the client (hits included; not stored).
     fn on_deliver_body<'a>(&'a self, txn: &'a mut Txn, chunk: &'a mut BodyChunk) -> Flow<'a> {
         let _ = (txn, chunk);
+        Flow::Continue
+    }
+
+    /// The client's request trailers, after the last request-body chunk, on their way
+    /// to the origin: change, add or remove fields. Called only when the client sent
+    /// trailers and its body is forwarded. A reply is no longer possible (the origin
+    /// has the request head): [`Flow::Respond`] fails the transaction.
+    fn on_request_trailers<'a>(
+        &'a self,
+        txn: &'a mut Txn,
+        trailers: &'a mut HeaderMap,
+    ) -> Flow<'a> {
+        let _ = (txn, trailers);
+        Flow::Continue
+    }
+
+    /// The origin's response trailers, after the last deliver-body chunk, about to be
+    /// sent to the client: change, add or remove fields. Called only for responses
+    /// streamed from the origin that end with trailers (never on a hit: trailers are
+    /// not stored). An HTTP/1.1 client gets only the fields the response's `Trailer`
+    /// field names, and only if it asked with `TE: trailers`. [`Flow::Respond`] fails
+    /// the transaction, as in the body events.
+    fn on_response_trailers<'a>(
+        &'a self,
+        txn: &'a mut Txn,
+        trailers: &'a mut HeaderMap,
+    ) -> Flow<'a> {
+        let _ = (txn, trailers);
         Flow::Continue
     }
 

@@ -16,7 +16,8 @@ use crate::record::TxnRecord;
 
 pub(crate) use client::{ClientStream, ClientTunnel, H2Body, H2Tunnel, H2Upgrade};
 pub(crate) use request::{
-    BoxError, ChunkStream, ClientBodyTimeout, ClientIncoming, ReadAheadError, RequestBody,
+    BoxError, ChunkStream, ClientBodyTimeout, ClientIncoming, FrameStream, ReadAheadError,
+    RequestBody,
 };
 pub(crate) use source::BodySource;
 
@@ -35,6 +36,8 @@ enum Kind {
     Empty,
     Full(Option<Bytes>),
     Stream(ChunkStream),
+    /// A stream that may end with trailer fields (an origin's, or the modules').
+    Frames(FrameStream),
     Upstream(crate::upstream::UpstreamBody),
 }
 
@@ -56,6 +59,10 @@ impl ProxyBody {
         let rest = futures_util::stream::poll_fn(move |cx| BodySource::poll_chunk(&mut rest, cx));
         let first = futures_util::stream::once(std::future::ready(Ok(prefix)));
         Self::stream(Box::pin(futures_util::StreamExt::chain(first, rest)))
+    }
+
+    pub(crate) fn frames(s: FrameStream) -> Self {
+        Self::from_kind(Kind::Frames(s))
     }
 
     pub(crate) fn upstream(b: crate::upstream::UpstreamBody) -> Self {
@@ -80,7 +87,7 @@ impl ProxyBody {
         }
         match &mut self.kind {
             Kind::Full(b) => Some(b.get_or_insert_with(Bytes::new)),
-            Kind::Empty | Kind::Stream(_) | Kind::Upstream(_) => None,
+            Kind::Empty | Kind::Stream(_) | Kind::Frames(_) | Kind::Upstream(_) => None,
         }
     }
 
@@ -93,6 +100,13 @@ impl ProxyBody {
                 r.completed = true;
             }
         }
+    }
+
+    /// Sends the trailers that end the body; the body is over once they are sent.
+    fn trailers(&mut self, trailers: Frame<Bytes>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.kind = Kind::Empty;
+        self.finish(true);
+        Poll::Ready(Some(Ok(trailers)))
     }
 
     fn finish(&mut self, completed: bool) {
@@ -122,7 +136,23 @@ impl Body for ProxyBody {
             Kind::Empty => Poll::Ready(None),
             Kind::Full(b) => Poll::Ready(b.take().map(Ok)),
             Kind::Stream(s) => s.as_mut().poll_next(cx),
-            Kind::Upstream(b) => b.poll_data(cx),
+            Kind::Frames(s) => match s.as_mut().poll_next(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => Poll::Ready(Some(Ok(data))),
+                    // Trailers end the body: nothing is polled after them.
+                    Err(trailers) => return this.trailers(trailers),
+                },
+                Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            },
+            Kind::Upstream(b) => match b.poll_data(cx) {
+                Poll::Ready(None) => match b.take_trailers() {
+                    Some(t) => return this.trailers(Frame::trailers(t)),
+                    None => Poll::Ready(None),
+                },
+                other => other,
+            },
         };
         match polled {
             Poll::Pending => Poll::Pending,
@@ -152,7 +182,7 @@ impl Body for ProxyBody {
         match &self.kind {
             Kind::Empty => true,
             Kind::Full(b) => b.is_none(),
-            Kind::Stream(_) => false,
+            Kind::Stream(_) | Kind::Frames(_) => false,
             Kind::Upstream(b) => b.is_end_stream(),
         }
     }
@@ -162,7 +192,7 @@ impl Body for ProxyBody {
             Kind::Empty => SizeHint::with_exact(0),
             Kind::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             Kind::Full(None) => SizeHint::with_exact(0),
-            Kind::Stream(_) => SizeHint::default(),
+            Kind::Stream(_) | Kind::Frames(_) => SizeHint::default(),
             Kind::Upstream(b) => b.size_hint(),
         }
     }

@@ -8,6 +8,7 @@ use std::time::SystemTime;
 
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Response, StatusCode};
+use http_body::Frame;
 use weir_cache::groups::{group_names, CACHE_GROUP_INVALIDATION};
 use weir_cache::{
     CacheKey, CachedObject, FlightReader, Invalidation, Join, Lookup, Sharing, StaleUse,
@@ -286,14 +287,22 @@ async fn serve_flight(
         *r.headers_mut() = not_modified_from(&h.headers);
         return Ok(served(r));
     }
-    let stream = futures_util::stream::unfold(reader, |mut r| async move {
+    // The flight's trailers, if the origin sent any, follow its last chunk.
+    let stream = futures_util::stream::unfold(Some((reader, head.clone())), |state| async move {
+        let (mut r, head) = state?;
         match r.next_chunk().await {
-            None => None,
-            Some(Ok(b)) => Some((Ok(b), r)),
-            Some(Err(())) => Some((Err("the origin's response was cut short".into()), r)),
+            None => match &*head {
+                FlightOutcome::Response(h) => h
+                    .trailers
+                    .get()
+                    .map(|t| (Ok(Frame::trailers(HeaderMap::clone(t))), None)),
+                FlightOutcome::Failed(_) => None,
+            },
+            Some(Ok(b)) => Some((Ok(Frame::data(b)), Some((r, head)))),
+            Some(Err(())) => Some((Err("the origin's response was cut short".into()), None)),
         }
     });
-    let mut r = Response::new(ProxyBody::stream(Box::pin(stream)));
+    let mut r = Response::new(ProxyBody::frames(Box::pin(stream)));
     *r.status_mut() = h.status;
     *r.headers_mut() = h.headers.clone();
     Ok(served(r))

@@ -56,6 +56,10 @@ macro_rules! deliver {
             let Some(data) = response.body_mut().in_memory() else {
                 break 'deliver Some(d::stream(engine, txn, response, events));
             };
+            if std::ptr::eq(events, d::TRAILERS) {
+                // A body in memory has no trailers.
+                break 'deliver None;
+            }
             // The body is in memory (a hit): its body events run once, now, on the
             // whole body, changed in place.
             if !d::hands_over(engine, t, data) {
@@ -66,7 +70,7 @@ macro_rules! deliver {
                 last: true,
             };
             // One `run_event!` per event, so each calls its callback directly.
-            let goes_on = (events != d::BOTH
+            let goes_on = (events.first() != Some(&Event::ResponseBody)
                 || !chain.wants(Event::ResponseBody)
                 || run_event!(
                     chain,
@@ -100,8 +104,16 @@ macro_rules! deliver {
 }
 pub(crate) use deliver;
 
-pub(crate) const BOTH: &[Event] = &[Event::ResponseBody, Event::DeliverBody];
+const BOTH: &[Event] = &[Event::ResponseBody, Event::DeliverBody];
 const DELIVER: &[Event] = &[Event::DeliverBody];
+const BOTH_AND_TRAILERS: &[Event] = &[
+    Event::ResponseBody,
+    Event::DeliverBody,
+    Event::ResponseTrailers,
+];
+const DELIVER_AND_TRAILERS: &[Event] = &[Event::DeliverBody, Event::ResponseTrailers];
+/// No body event, only the trailers'.
+pub(crate) const TRAILERS: &[Event] = &[Event::ResponseTrailers];
 
 /// The response's head for the deliver-headers callbacks, which take a head that
 /// `Response` does not lend: its fields visit an empty one, which costs less than
@@ -145,15 +157,21 @@ pub(crate) fn headers_decided(
 }
 
 /// The body events to run, if any: the response-body event first when the body
-/// comes straight from the origin.
+/// comes straight from the origin, the response-trailers event last.
 #[inline]
 pub(crate) fn body_events(chain: &ModuleChain, origin_body: bool) -> Option<&'static [Event]> {
-    let events = if origin_body && chain.wants(Event::ResponseBody) {
-        BOTH
-    } else {
-        DELIVER
-    };
-    events.iter().any(|&e| chain.wants(e)).then_some(events)
+    let response = origin_body && chain.wants(Event::ResponseBody);
+    let deliver = chain.wants(Event::DeliverBody);
+    Some(
+        match (response, deliver, chain.wants(Event::ResponseTrailers)) {
+            (false, false, false) => return None,
+            (false, false, true) => TRAILERS,
+            (true, _, false) => BOTH,
+            (true, _, true) => BOTH_AND_TRAILERS,
+            (false, true, false) => DELIVER,
+            (false, true, true) => DELIVER_AND_TRAILERS,
+        },
+    )
 }
 
 /// Whether the modules get a body in memory: not one asked for whole but larger than

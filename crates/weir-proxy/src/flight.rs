@@ -36,4 +36,7 @@ pub(crate) struct FetchedHead {
     pub(crate) cache_status: HeaderValue,
     /// The request headers the response varies on, and the leader's variant key.
     pub(crate) vary: Option<(Vec<http::HeaderName>, CacheKey)>,
+    /// The trailer fields that ended the origin's body, set before the flight ends
+    /// so that every reader sends them after the body (they are not stored).
+    pub(crate) trailers: std::sync::OnceLock<Box<HeaderMap>>,
 }

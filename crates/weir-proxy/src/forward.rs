@@ -128,7 +128,8 @@ fn hook_request_body(
     let whole = m.txn.wants_whole_body();
     let length_changes = m.txn.body_length_changes();
     weir_api::engine::reset_body_length(&mut m.txn);
-    if !m.wants(Event::RequestBody) || request.body().is_end_stream() {
+    let hooked = m.wants(Event::RequestBody) || m.wants(Event::RequestTrailers);
+    if !hooked || request.body().is_end_stream() {
         return (request, None);
     }
     if length_changes {
@@ -177,4 +178,16 @@ pub(crate) fn upstream_error(origin: &OriginAddr, e: UpstreamError, max_body: u6
             format!("origin {origin} failed: {reason}"),
         ),
     }
+}
+
+/// The same request without the validators Weir added for its stored copy.
+pub(crate) fn without_validators(req: &http::Request<RequestBody>) -> http::Request<RequestBody> {
+    let mut copy = http::Request::new(RequestBody::Empty);
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    copy.headers_mut().remove(header::IF_NONE_MATCH);
+    copy.headers_mut().remove(header::IF_MODIFIED_SINCE);
+    copy
 }

@@ -4,17 +4,21 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 /// Fields that describe one connection, never forwarded (RFC 9110 §7.6.1; `Keep-Alive`,
 /// `Proxy-Connection` and `Proxy-Authenticate`/`Proxy-Authorization` by long practice).
-const HOP_BY_HOP: [HeaderName; 9] = [
+/// `Trailer` is not one of them (RFC 9110 §6.6.2): it names the trailer fields, which
+/// Weir forwards, and an HTTP/1.1 client is sent only the fields it names.
+const HOP_BY_HOP: [HeaderName; 8] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
     header::PROXY_AUTHENTICATE,
     header::PROXY_AUTHORIZATION,
     header::TE,
-    header::TRAILER,
     header::TRANSFER_ENCODING,
     header::UPGRADE,
 ];
+
+/// Where `TE` is in [`HOP_BY_HOP`].
+const TE_BIT: u16 = 1 << 5;
 
 /// Our `Via` entry: protocol version and pseudonym.
 /// The field that marks a request from a cluster peer (the cluster's hop, `hop.rs`);
@@ -42,6 +46,10 @@ pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
     if present == 0 {
         return;
     }
+    // A client that takes trailers (`TE: trailers`, with `Connection: TE` as RFC 9110
+    // §10.1.4 asks) gets those the origin sends, so the origin may be told the same;
+    // any transfer coding it listed is its own.
+    let trailers = present & TE_BIT != 0 && te_takes_trailers(headers);
     // HOP_BY_HOP[0] is Connection.
     if present & 1 != 0 {
         let mut named: Vec<HeaderName> = Vec::new();
@@ -66,6 +74,25 @@ pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
             headers.remove(name);
         }
     }
+    if trailers {
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+}
+
+/// Whether a `TE` field lists `trailers`.
+fn te_takes_trailers(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::TE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| {
+            t.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("trailers")
+        })
 }
 
 /// Appends our `Via` entry for a message received with `version`.
@@ -217,6 +244,26 @@ mod tests {
         plain.insert("x-kept", "1".parse().unwrap());
         remove_hop_by_hop(&mut plain);
         assert_eq!(plain.len(), 1);
+    }
+
+    #[test]
+    fn te_trailers_is_kept_alone_and_trailer_is_forwarded() {
+        let mut h = HeaderMap::new();
+        h.insert("te", "gzip;q=0.5, Trailers".parse().unwrap());
+        h.insert("trailer", "x-checksum".parse().unwrap());
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.get("te").unwrap(), "trailers");
+        assert_eq!(h.get("trailer").unwrap(), "x-checksum");
+        let mut h = HeaderMap::new();
+        h.insert("te", "gzip, trailersx".parse().unwrap());
+        remove_hop_by_hop(&mut h);
+        assert!(h.is_empty());
+        // `Connection: TE`, as RFC 9110 asks of a sender of TE, does not lose it.
+        let mut h = HeaderMap::new();
+        h.insert("te", "trailers".parse().unwrap());
+        h.insert("connection", "te".parse().unwrap());
+        remove_hop_by_hop(&mut h);
+        assert_eq!(h.get("te").unwrap(), "trailers");
     }
 
     #[test]

@@ -9,7 +9,8 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{request, response, Request};
+use http::{request, response, HeaderMap, Request};
+use http_body::Frame;
 use weir_api::{BodyChunk, Event, Reply};
 
 use crate::body::{ProxyBody, RequestBody};
@@ -25,7 +26,7 @@ mod whole;
 
 pub(crate) use budget::HeldBudget;
 pub(crate) use decision::{decide, failed, fix_framing, module_failed_in_body};
-pub(crate) use stage::BodyStage;
+pub(crate) use stage::{trailer_event, BodyStage};
 pub(crate) use whole::{
     hook_request_body, whole_request, whole_response, RequestSlot, Whole, WholeRequest,
 };
@@ -131,7 +132,8 @@ pub(crate) async fn response_headers(
 
 /// `body` with the body events' modules applied to each chunk as it streams, using
 /// the transaction in `slot`. The final chunk has `last` set (it is empty when the end
-/// only shows after the data), so a module may flush what it held back.
+/// only shows after the data), so a module may flush what it held back. Trailers that
+/// end the body go through the response-trailers event (when in `events`), then on.
 pub(crate) fn hook_body(
     engine: Arc<Engine>,
     body: ProxyBody,
@@ -150,6 +152,8 @@ pub(crate) fn hook_body(
         declared: Option<u64>,
         seen: u64,
         stage: BodyStage,
+        /// The body's trailers, sent once the last chunk is out.
+        trailers: Option<HeaderMap>,
     }
     let limit = engine.limits.module_body.0;
     let state = State {
@@ -161,11 +165,13 @@ pub(crate) fn hook_body(
         declared,
         seen: 0,
         stage: BodyStage::new(limit),
+        trailers: None,
     };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
         loop {
             if s.ended {
-                return None;
+                let trailers = s.trailers.take()?;
+                return Some((Ok(Frame::trailers(trailers)), s));
             }
             let next = std::future::poll_fn(|cx| {
                 use http_body::Body as _;
@@ -193,21 +199,34 @@ pub(crate) fn hook_body(
                         s.ended |= last;
                         BodyChunk { data, last }
                     }
-                    Err(_) => continue,
+                    Err(frame) => {
+                        s.trailers = frame.into_trailers().ok();
+                        continue;
+                    }
                 },
             };
             let taken = s.slot.lock().unwrap_or_else(|e| e.into_inner()).take();
             if let Some(mut txn) = taken {
                 let data = std::mem::take(&mut chunk.data);
-                let result = s
+                let mut result = s
                     .stage
                     .feed(&s.engine, &mut txn, s.events, data, chunk.last)
                     .await;
+                if let (Ok(_), Some(trailers)) = (&result, s.trailers.as_mut()) {
+                    if s.events.contains(&Event::ResponseTrailers) {
+                        let changed =
+                            trailer_event(&s.engine, &mut txn, Event::ResponseTrailers, trailers);
+                        if changed.await.is_err() {
+                            result = Err(());
+                        }
+                    }
+                }
                 *s.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(txn);
                 match result {
                     Ok(data) => chunk.data = data,
                     Err(()) => {
                         s.ended = true;
+                        s.trailers = None;
                         return Some((
                             Err("a module failed while transforming the body".into()),
                             s,
@@ -216,9 +235,9 @@ pub(crate) fn hook_body(
                 }
             }
             if !chunk.data.is_empty() {
-                return Some((Ok(chunk.data), s));
+                return Some((Ok(Frame::data(chunk.data)), s));
             }
         }
     });
-    ProxyBody::stream(Box::pin(stream))
+    ProxyBody::frames(Box::pin(stream))
 }

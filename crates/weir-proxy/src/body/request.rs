@@ -17,6 +17,10 @@ use super::client::ClientStream;
 /// A streamed body, boxed once per response (not per chunk).
 pub(crate) type ChunkStream = Pin<Box<dyn Stream<Item = Result<Bytes, BoxError>> + Send>>;
 
+/// A streamed body whose end may carry trailer fields: data frames, then at most one
+/// trailers frame.
+pub(crate) type FrameStream = Pin<Box<dyn Stream<Item = Result<Frame<Bytes>, BoxError>> + Send>>;
+
 /// The body of a request sent to an origin: nothing, a body read in full, or the
 /// client's body (after what was read ahead), checked against the limit as it streams.
 pub(crate) enum RequestBody {
@@ -27,8 +31,9 @@ pub(crate) enum RequestBody {
         inner: ClientIncoming,
         remaining: u64,
     },
-    /// A body that modules transform on its way (the request-body event).
-    Streamed(ChunkStream),
+    /// A body that modules transform on its way (the request-body event), or one
+    /// read ahead whole that ended with trailers.
+    Streamed(FrameStream),
 }
 
 /// A body of unknown length is read ahead up to this much (or the limit, if smaller)
@@ -59,9 +64,19 @@ impl RequestBody {
     ) -> Result<RequestBody, ReadAheadError> {
         let mut chunks: std::collections::VecDeque<Bytes> = std::collections::VecDeque::new();
         let mut total: u64 = 0;
+        let mut trailers = None;
         let window = READ_AHEAD.min(limit);
         while total <= window {
             match std::future::poll_fn(|cx| Pin::new(&mut inner).poll_frame(cx)).await {
+                None if trailers.is_some() => {
+                    // Sent chunked, so that the trailers can follow the data.
+                    let frames = chunks.into_iter().map(|c| Ok(Frame::data(c)));
+                    let last = trailers.map(|t| Ok(Frame::trailers(t)));
+                    let all = frames.chain(last).collect::<Vec<_>>();
+                    return Ok(RequestBody::Streamed(Box::pin(futures_util::stream::iter(
+                        all,
+                    ))));
+                }
                 None => {
                     let mut all = bytes::BytesMut::with_capacity(total as usize);
                     for c in chunks {
@@ -70,12 +85,13 @@ impl RequestBody {
                     return Ok(RequestBody::Buffered(Some(all.freeze())));
                 }
                 Some(Err(e)) => return Err(ReadAheadError::Client(e)),
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => {
                         total += data.len() as u64;
                         chunks.push_back(data);
                     }
-                }
+                    Err(frame) => trailers = frame.into_trailers().ok(),
+                },
             }
         }
         if total > limit {
@@ -222,10 +238,7 @@ impl Body for RequestBody {
                     Poll::Pending => Poll::Pending,
                 },
             },
-            RequestBody::Streamed(s) => s
-                .as_mut()
-                .poll_next(cx)
-                .map(|c| c.map(|c| c.map(Frame::data))),
+            RequestBody::Streamed(s) => s.as_mut().poll_next(cx),
         }
     }
 

@@ -16,7 +16,7 @@ use crate::body::RequestBody;
 use crate::engine::Engine;
 use crate::error::ProxyError;
 use crate::flight::{FetchedHead, FlightHead, FlightOutcome, ProxyErrorParts};
-use crate::forward::upstream_error;
+use crate::forward::{upstream_error, without_validators};
 use crate::headers;
 use crate::hooks;
 use crate::metrics::{CacheOutcome, ErrorKind};
@@ -215,15 +215,16 @@ impl Fetch {
             let leader = self.key.variant(&names, &self.request.headers);
             (names, leader)
         });
-        self.flight
-            .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
-                status: parts.status,
-                headers: parts.headers.clone(),
-                shareable: storing,
-                outcome,
-                cache_status,
-                vary,
-            })));
+        let fetched = Arc::new(FlightOutcome::Response(FetchedHead {
+            status: parts.status,
+            headers: parts.headers.clone(),
+            shareable: storing,
+            outcome,
+            cache_status,
+            vary,
+            trailers: Default::default(),
+        }));
+        self.flight.set_head(fetched.clone());
         let body_hooks = self
             .txn
             .as_ref()
@@ -312,6 +313,9 @@ impl Fetch {
                 Some(Err(_)) => return self.end(false),
             }
         }
+        if let (Some(trailers), FlightOutcome::Response(h)) = (body.take_trailers(), &*fetched) {
+            let _ = h.trailers.set(Box::new(trailers));
+        }
         if storing {
             let body = keeper.finish(&self.flight, None).await;
             self.store(&mut head, body);
@@ -378,6 +382,7 @@ impl Fetch {
                 outcome,
                 cache_status,
                 vary: None,
+                trailers: Default::default(),
             })));
         self.end(true)
     }
@@ -427,6 +432,7 @@ impl Fetch {
                 outcome,
                 cache_status,
                 vary,
+                trailers: Default::default(),
             })));
         let mut reader = object.body.reader();
         while let Some(chunk) = reader.next_chunk().await {
@@ -451,6 +457,7 @@ impl Fetch {
                 outcome: CacheOutcome::Bypass,
                 cache_status: HeaderValue::from_static("weir; detail=module"),
                 vary: None,
+                trailers: Default::default(),
             })));
         if !reply.body.is_empty() {
             self.flight.push(reply.body).await;
@@ -480,18 +487,6 @@ impl Fetch {
         self.engine.flights.leave(&self.key, &self.flight);
         self.flight.finish(ok);
     }
-}
-
-/// The same request without the validators Weir added for its stored copy.
-fn without_validators(req: &http::Request<RequestBody>) -> http::Request<RequestBody> {
-    let mut copy = http::Request::new(RequestBody::Empty);
-    *copy.method_mut() = req.method().clone();
-    *copy.uri_mut() = req.uri().clone();
-    *copy.version_mut() = req.version();
-    *copy.headers_mut() = req.headers().clone();
-    copy.headers_mut().remove(header::IF_NONE_MATCH);
-    copy.headers_mut().remove(header::IF_MODIFIED_SINCE);
-    copy
 }
 
 /// Origin answers that `stale-if-error` lets a stale copy replace (RFC 5861 §4).

@@ -3,6 +3,7 @@
 //! engine's state and the module chain; used by the body hooks and the cache fill.
 
 use bytes::Bytes;
+use http::HeaderMap;
 use weir_api::{BodyChunk, Event};
 
 use super::budget::Room;
@@ -25,7 +26,9 @@ pub(crate) async fn body_events(
         let callback = match event {
             Event::DeliverBody => call::deliver_body,
             Event::RequestBody => call::request_body,
-            _ => call::response_body,
+            Event::ResponseBody => call::response_body,
+            // Run on the trailers, after the body (`trailer_event`).
+            _ => continue,
         };
         match run_event!(chain, event, txn, chunk, callback, &engine.metrics) {
             Hook::Continue => {}
@@ -34,6 +37,28 @@ pub(crate) async fn body_events(
         }
     }
     Ok(())
+}
+
+/// Runs the modules of a trailers event on the trailer fields that end a body; `Err`
+/// when a module that is not optional failed or tried to answer (too late to).
+pub(crate) async fn trailer_event(
+    engine: &Engine,
+    m: &mut ModTxn,
+    event: Event,
+    trailers: &mut HeaderMap,
+) -> Result<(), ()> {
+    let ModTxn { chain, txn } = m;
+    if !chain.wants(event) {
+        return Ok(());
+    }
+    let callback = match event {
+        Event::RequestTrailers => call::request_trailers,
+        _ => call::response_trailers,
+    };
+    match run_event!(chain, event, txn, trailers, callback, &engine.metrics) {
+        Hook::Continue => Ok(()),
+        Hook::Respond(_) | Hook::Failed(_) => Err(()),
+    }
 }
 
 /// The body events of one body, chunk by chunk, or, when a module asked for it, the

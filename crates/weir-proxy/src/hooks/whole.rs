@@ -3,17 +3,18 @@
 //! client's body as it streams to the origin.
 
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, response};
-use http_body::Body as _;
+use http_body::{Body as _, Frame};
 use weir_api::{BodyChunk, Event, Reply, WholeBody};
 
 use super::budget::Room;
 use super::decision::{decide, failed, fix_framing};
-use super::stage::BodyStage;
+use super::stage::{trailer_event, BodyStage};
 use crate::body::{BodySource, BoxError, ClientIncoming, RequestBody};
 use crate::engine::Engine;
 use crate::error::ProxyError;
@@ -259,8 +260,9 @@ pub(crate) async fn whole_request(
 pub(crate) type RequestSlot = Arc<tokio::sync::Mutex<Option<ModTxn>>>;
 
 /// `body` with the request-body event applied to each chunk as it streams to the
-/// origin, using the transaction in `slot`. Once the engine takes the transaction
-/// back (the origin answered), the rest passes unchanged.
+/// origin, using the transaction in `slot`, and the request-trailers event on the
+/// trailers that end it. Once the engine takes the transaction back (the origin
+/// answered), the rest passes unchanged.
 pub(crate) fn hook_request_body(
     engine: Arc<Engine>,
     body: RequestBody,
@@ -273,6 +275,7 @@ pub(crate) fn hook_request_body(
         slot: RequestSlot,
         stage: BodyStage,
         ended: bool,
+        trailers: Option<HeaderMap>,
     }
     let stage = BodyStage::decided(engine.limits.module_body.0, whole);
     let state = State {
@@ -281,13 +284,16 @@ pub(crate) fn hook_request_body(
         slot,
         stage,
         ended: false,
+        trailers: None,
     };
     let stream = futures_util::stream::unfold(state, |mut s| async move {
         loop {
             if s.ended {
-                return None;
+                let trailers = s.trailers.take()?;
+                return Some((Ok(Frame::trailers(trailers)), s));
             }
-            let chunk = match std::future::poll_fn(|cx| s.body.poll_chunk(cx)).await {
+            let next = std::future::poll_fn(|cx| Pin::new(&mut s.body).poll_frame(cx)).await;
+            let chunk = match next {
                 None => {
                     s.ended = true;
                     BodyChunk {
@@ -299,23 +305,36 @@ pub(crate) fn hook_request_body(
                     s.ended = true;
                     return Some((Err(e), s));
                 }
-                Some(Ok(data)) => {
-                    let last = s.body.is_end_stream();
-                    s.ended |= last;
-                    BodyChunk { data, last }
-                }
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => {
+                        let last = s.body.is_end_stream();
+                        s.ended |= last;
+                        BodyChunk { data, last }
+                    }
+                    Err(frame) => {
+                        s.trailers = frame.into_trailers().ok();
+                        continue;
+                    }
+                },
             };
             let mut guard = s.slot.lock().await;
             let data = match guard.as_mut() {
                 Some(m) => {
-                    let fed = s
+                    let mut fed = s
                         .stage
                         .feed(&s.engine, m, &[Event::RequestBody], chunk.data, chunk.last)
                         .await;
+                    if let (Ok(_), Some(trailers)) = (&fed, s.trailers.as_mut()) {
+                        let event = Event::RequestTrailers;
+                        if trailer_event(&s.engine, m, event, trailers).await.is_err() {
+                            fed = Err(());
+                        }
+                    }
                     match fed {
                         Ok(data) => data,
                         Err(()) => {
                             s.ended = true;
+                            s.trailers = None;
                             drop(guard);
                             return Some((Err(MODULE_FAILED_ON_REQUEST.into()), s));
                         }
@@ -325,7 +344,7 @@ pub(crate) fn hook_request_body(
             };
             drop(guard);
             if !data.is_empty() {
-                return Some((Ok(data), s));
+                return Some((Ok(Frame::data(data)), s));
             }
         }
     });

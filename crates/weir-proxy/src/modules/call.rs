@@ -1,6 +1,7 @@
 //! The callbacks of each event, as `modules::Callback`s. A table with no logic of its
 //! own, kept apart from the chain that calls through it.
 
+use weir_api::http::HeaderMap;
 use weir_api::{BodyChunk, CacheLookup, Flow, Module, RequestHead, ResponseHead, Txn, WholeBody};
 
 // Each is `inline(always)` so that, once `ModuleChain::call` is inlined, the module's
@@ -57,4 +58,12 @@ pub fn deliver_headers<'a>(m: &'a dyn Module, t: &'a mut Txn, r: &'a mut Respons
 #[inline(always)]
 pub fn deliver_body<'a>(m: &'a dyn Module, t: &'a mut Txn, c: &'a mut BodyChunk) -> Flow<'a> {
     m.on_deliver_body(t, c)
+}
+#[inline(always)]
+pub fn request_trailers<'a>(m: &'a dyn Module, t: &'a mut Txn, h: &'a mut HeaderMap) -> Flow<'a> {
+    m.on_request_trailers(t, h)
+}
+#[inline(always)]
+pub fn response_trailers<'a>(m: &'a dyn Module, t: &'a mut Txn, h: &'a mut HeaderMap) -> Flow<'a> {
+    m.on_response_trailers(t, h)
 }

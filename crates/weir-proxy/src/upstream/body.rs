@@ -36,6 +36,8 @@ pub(crate) struct UpstreamBody {
     pub(super) idle: IdleLimit,
     /// Where the rest comes from if this body fails part-way (set by the cluster's hop).
     pub(super) resume: Option<Box<Resuming>>,
+    /// The trailer fields that ended the body, once read (see [`Self::take_trailers`]).
+    pub(super) trailers: Option<Box<HeaderMap>>,
 }
 
 /// Asks again for the response whose body failed, for the bytes from the given offset
@@ -121,6 +123,15 @@ impl UpstreamBody {
         }));
     }
 
+    /// The trailer fields the origin sent after the body, once the body has ended
+    /// (the chunks never carry them). A resumed body's rest has its own.
+    pub(crate) fn take_trailers(&mut self) -> Option<HeaderMap> {
+        if let Some(ResumeState::Rest(rest, _)) = self.resume.as_deref_mut().map(|r| &mut r.state) {
+            return rest.take_trailers();
+        }
+        self.trailers.take().map(|t| *t)
+    }
+
     fn release(&mut self) {
         match std::mem::replace(&mut self.hold, Hold::None) {
             Hold::Http1(c) => c.release_when_ready(),
@@ -189,7 +200,13 @@ impl UpstreamBody {
                         }
                         return Poll::Ready(Some(Ok(owned::chunk(data))));
                     }
-                    Err(_trailers) => continue,
+                    Err(frame) => {
+                        // Kept for whoever sends the body on; data never follows them.
+                        if let Ok(trailers) = frame.into_trailers() {
+                            self.trailers = Some(Box::new(trailers));
+                        }
+                        continue;
+                    }
                 },
                 Poll::Ready(Some(Err(e))) => {
                     // An HTTP/1.1 connection in an unknown state is not reused.

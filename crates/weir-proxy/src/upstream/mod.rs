@@ -274,6 +274,7 @@ impl Upstream {
                     hold,
                     idle,
                     resume: None,
+                    trailers: None,
                 }))
             }
             Err(e) => Err(classify(e)),
@@ -315,6 +316,7 @@ impl Upstream {
                         hold,
                         idle,
                         resume: None,
+                        trailers: None,
                     }));
                 }
                 Ok(Err(mut e)) => {

@@ -14,4 +14,5 @@ mod helpers;
 mod panics;
 mod state;
 mod steering;
+mod trailers;
 mod waiting;

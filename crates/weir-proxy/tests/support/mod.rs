@@ -14,6 +14,9 @@ pub mod client;
 // `origin.rs` finds `reply.rs` as its sibling (`super::reply`).
 #[path = "../../../weir/tests/common/origin.rs"]
 pub mod origin;
+#[allow(unused_imports)]
+#[path = "../../../weir/tests/common/raw.rs"]
+pub mod raw;
 #[path = "../../../weir/tests/common/reply.rs"]
 pub mod reply;
 

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use super::client::{direct_client, send, Fetched};
 use super::eventually;
 use super::origin::TestOrigin;
-use weir_api::http::{HeaderValue, StatusCode};
+use weir_api::http::{HeaderMap, HeaderValue, StatusCode};
 use weir_api::{
     BodyChunk, Bytes, CacheLookup, Events, Flow, Module, ModuleFactory, RequestHead, ResponseHead,
     Settings, SettingsError, Txn, WholeBody,
@@ -371,7 +371,26 @@ impl Module for Recorder {
         Flow::Continue
     }
 
+    fn on_request_trailers<'a>(&'a self, _txn: &'a mut Txn, t: &'a mut HeaderMap) -> Flow<'a> {
+        self.journal.note("request_trailers", trailer_text(t));
+        Flow::Continue
+    }
+
+    fn on_response_trailers<'a>(&'a self, _txn: &'a mut Txn, t: &'a mut HeaderMap) -> Flow<'a> {
+        self.journal.note("response_trailers", trailer_text(t));
+        Flow::Continue
+    }
+
     fn on_log(&self, _txn: &Txn) {
         self.journal.note("log", Bytes::new());
     }
+}
+
+/// Trailer fields as `name: value` lines, for the journal.
+pub fn trailer_text(trailers: &HeaderMap) -> Bytes {
+    let mut text = String::new();
+    for (name, value) in trailers {
+        text.push_str(&format!("{name}: {}\n", value.to_str().unwrap_or("?")));
+    }
+    Bytes::from(text)
 }

@@ -288,26 +288,21 @@ async fn handle(
     State::bump(&state.counts, &path);
 
     let (parts, body) = req.into_parts();
-    let body = match body.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(_) => Bytes::new(),
+    let (body, trailers) = match body.collect().await {
+        Ok(collected) => {
+            let trailers = collected.trailers().map(pairs).unwrap_or_default();
+            (collected.to_bytes(), trailers)
+        }
+        Err(_) => (Bytes::new(), Vec::new()),
     };
     let recorded = Recorded {
         method: parts.method.to_string(),
         uri: parts.uri.to_string(),
         path: path.clone(),
         version: parts.version,
-        headers: parts
-            .headers
-            .iter()
-            .map(|(n, v)| {
-                (
-                    n.as_str().to_string(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect(),
+        headers: pairs(&parts.headers),
         body,
+        trailers,
     };
     state.log.lock().unwrap().push(recorded.clone());
 
@@ -324,6 +319,19 @@ async fn handle(
         reply,
         parts.method == Method::HEAD,
     ))
+}
+
+/// A header map as (lowercase name, value) pairs, in order.
+fn pairs(headers: &hyper::HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
 }
 
 fn build_response(
@@ -362,6 +370,15 @@ fn build_response(
         }
         BodySpec::Stream { len, chunk_delay } => (None, len, chunk_delay),
     };
+    let mut trailers = hyper::HeaderMap::new();
+    for (n, v) in &reply.trailers {
+        let name = HeaderName::from_bytes(n.as_bytes()).expect("trailer name");
+        headers.append(
+            hyper::header::TRAILER,
+            HeaderValue::from_str(n).expect("name"),
+        );
+        trailers.append(name, HeaderValue::from_str(v).expect("trailer value"));
+    }
     let no_body = head || matches!(reply.status, 204 | 304) || reply.status < 200;
     if !reply.chunked
         && !headers.contains_key(hyper::header::CONTENT_LENGTH)
@@ -380,7 +397,7 @@ fn build_response(
             .boxed();
         return resp;
     }
-    let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(1);
+    let (tx, rx) = mpsc::channel::<io::Result<Frame<Bytes>>>(1);
     *resp.body_mut() = ChannelBody { rx }.boxed();
     let state = state.clone();
     let path = req.path.clone();
@@ -397,7 +414,7 @@ fn build_response(
             if !chunk_delay.is_zero() {
                 tokio::time::sleep(chunk_delay).await;
             }
-            if tx.send(Ok(chunk)).await.is_err() {
+            if tx.send(Ok(Frame::data(chunk))).await.is_err() {
                 State::bump(&state.aborted, &path);
                 return;
             }
@@ -409,6 +426,10 @@ fn build_response(
                 .send(Err(io::Error::other("cut by the test origin")))
                 .await;
         } else {
+            if !trailers.is_empty() && tx.send(Ok(Frame::trailers(trailers))).await.is_err() {
+                State::bump(&state.aborted, &path);
+                return;
+            }
             State::bump(&state.completed, &path);
         }
     });
@@ -423,7 +444,7 @@ fn empty() -> OriginBody {
 
 /// A body fed from a channel, so the producer notices when the receiver goes away.
 struct ChannelBody {
-    rx: mpsc::Receiver<io::Result<Bytes>>,
+    rx: mpsc::Receiver<io::Result<Frame<Bytes>>>,
 }
 
 impl hyper::body::Body for ChannelBody {
@@ -434,6 +455,6 @@ impl hyper::body::Body for ChannelBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
-        self.rx.poll_recv(cx).map(|o| o.map(|r| r.map(Frame::data)))
+        self.rx.poll_recv(cx)
     }
 }

@@ -16,6 +16,8 @@ pub struct RawResponse {
     pub reason: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// The trailer fields after a chunked body.
+    pub trailers: Vec<(String, String)>,
 }
 
 impl RawResponse {
@@ -32,6 +34,14 @@ impl RawResponse {
             .filter(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
             .collect()
+    }
+
+    /// The first value of a trailer field (name case-insensitive).
+    pub fn trailer(&self, name: &str) -> Option<&str> {
+        self.trailers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     pub fn text(&self) -> String {
@@ -130,6 +140,7 @@ impl RawConn {
             reason,
             headers,
             body: Vec::new(),
+            trailers: Vec::new(),
         })
     }
 
@@ -156,7 +167,15 @@ impl RawConn {
                 })?;
                 if size == 0 {
                     // Trailers, then the empty line.
-                    while !self.take_line()?.is_empty() {}
+                    loop {
+                        let line = self.take_line()?;
+                        if line.is_empty() {
+                            break;
+                        }
+                        let (n, v) = line.split_once(':').unwrap_or((line.as_str(), ""));
+                        resp.trailers
+                            .push((n.trim().to_string(), v.trim().to_string()));
+                    }
                     break;
                 }
                 self.fill_exact(size + 2)?;

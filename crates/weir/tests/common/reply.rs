@@ -57,6 +57,10 @@ pub struct Reply {
     pub chunked: bool,
     /// Echo every request header back as `x-echo-<name>`.
     pub echo_headers: bool,
+    /// Trailer fields sent after the body (which is then sent chunked, with a
+    /// `Trailer` field naming them). hyper sends them only to a client that asked
+    /// with `TE: trailers`.
+    pub trailers: Vec<(String, String)>,
 }
 
 impl Reply {
@@ -70,6 +74,7 @@ impl Reply {
             cut_after: None,
             chunked: false,
             echo_headers: false,
+            trailers: Vec::new(),
         }
     }
 
@@ -134,6 +139,13 @@ impl Reply {
         self.chunked = true;
         self
     }
+
+    /// Adds a trailer field (see [`Reply::trailers`]).
+    pub fn trailer(mut self, name: &str, value: impl Into<String>) -> Reply {
+        self.trailers.push((name.to_string(), value.into()));
+        self.chunked = true;
+        self
+    }
 }
 
 /// One request as the origin received it.
@@ -147,6 +159,8 @@ pub struct Recorded {
     /// In the order received, names lowercase.
     pub headers: Vec<(String, String)>,
     pub body: Bytes,
+    /// The trailer fields that followed the body, names lowercase.
+    pub trailers: Vec<(String, String)>,
 }
 
 impl Recorded {

@@ -12,3 +12,4 @@ mod helpers;
 mod messages;
 mod modes;
 mod streaming;
+mod trailers;

@@ -1,0 +1,132 @@
+//! The trailer events: a module sees and changes the trailers that end a request body
+//! on its way to the origin and a response body on its way to the client, after the
+//! last body chunk; a hit has none, so its modules get no trailer event.
+
+use std::net::SocketAddr;
+
+use crate::support::modules::*;
+use crate::support::origin::TestOrigin;
+use crate::support::raw::{RawConn, RawResponse};
+use crate::support::reply::Reply;
+use weir_api::http::{HeaderMap, HeaderValue};
+use weir_api::{Events, Flow, Module, Txn};
+
+/// Adds a field to each side's trailers and removes `x-secret` from the response's.
+struct TrailerEditor;
+
+impl Module for TrailerEditor {
+    fn name(&self) -> &str {
+        "editor"
+    }
+
+    fn events(&self) -> Events {
+        Events::TRAILERS
+    }
+
+    fn on_request_trailers<'a>(&'a self, _txn: &'a mut Txn, t: &'a mut HeaderMap) -> Flow<'a> {
+        t.insert("x-request-added", HeaderValue::from_static("module"));
+        Flow::Continue
+    }
+
+    fn on_response_trailers<'a>(&'a self, _txn: &'a mut Txn, t: &'a mut HeaderMap) -> Flow<'a> {
+        t.remove("x-secret");
+        t.insert("x-checked", HeaderValue::from_static("yes"));
+        Flow::Continue
+    }
+}
+
+/// Sends `request` on a new connection (blocking, off the runtime's threads).
+async fn exchange(addr: SocketAddr, request: String) -> RawResponse {
+    tokio::task::spawn_blocking(move || {
+        let mut conn = RawConn::connect(addr);
+        conn.send(request.as_bytes());
+        conn.read_response(false).expect("a response")
+    })
+    .await
+    .unwrap()
+}
+
+fn get(addr: SocketAddr, path: &str) -> String {
+    format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nTE: trailers\r\nConnection: TE\r\n\r\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_changes_trailers_both_ways() {
+    let origin = TestOrigin::start();
+    let reply = Reply::ok("body")
+        .cc("no-store")
+        .trailer("x-secret", "s3cret")
+        .trailer("x-checked", "no");
+    origin.route("/t", reply);
+    origin.route("/up", Reply::ok("ok").cc("no-store"));
+    let weir = Setup::new(&origin)
+        .module("editor", TrailerEditor)
+        .start()
+        .await;
+    let addr = weir.addrs[0];
+
+    let resp = exchange(addr, get(addr, "/t")).await;
+    assert_eq!((resp.status, resp.text().as_str()), (200, "body"));
+    assert_eq!(resp.trailer("x-checked"), Some("yes"), "{resp:?}");
+    assert_eq!(resp.trailer("x-secret"), None, "{resp:?}");
+
+    let upload = format!(
+        "POST /up HTTP/1.1\r\nHost: {addr}\r\nTransfer-Encoding: chunked\r\n\
+         Trailer: x-digest, x-request-added\r\n\r\n3\r\nabc\r\n0\r\nx-digest: 1\r\n\r\n"
+    );
+    let resp = exchange(addr, upload).await;
+    assert_eq!(resp.status, 200, "{resp:?}");
+    let seen = origin.last("/up").unwrap();
+    assert_eq!(seen.body, "abc");
+    let mut trailers = seen.trailers.clone();
+    trailers.sort();
+    assert_eq!(
+        trailers,
+        [
+            ("x-digest".to_string(), "1".to_string()),
+            ("x-request-added".to_string(), "module".to_string())
+        ],
+        "{seen:?}"
+    );
+    weir.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trailer_events_come_after_the_body_and_never_on_a_hit() {
+    let origin = TestOrigin::start();
+    origin.route(
+        "/kept",
+        Reply::ok("kept").cc("max-age=60").trailer("x-sum", "9"),
+    );
+    let (recorder, journal) = Recorder::new("recorder", Events::ALL);
+    let weir = Setup::new(&origin)
+        .module("recorder", recorder)
+        .start()
+        .await;
+    let addr = weir.addrs[0];
+
+    let miss = exchange(addr, get(addr, "/kept")).await;
+    assert_eq!(miss.trailer("x-sum"), Some("9"), "{miss:?}");
+    let txn = journal.take_transaction().await;
+    let s = summary(&txn);
+    let at = |name: &str| txn.iter().position(|(n, _)| n == name);
+    let trailers = at("response_trailers").unwrap_or_else(|| panic!("no trailer event: {s}"));
+    assert_eq!(txn[trailers].1, "x-sum: 9\n", "{s}");
+    assert!(trailers > at("deliver_body(last)").unwrap(), "{s}");
+    assert_eq!(trailers + 1, at("log").unwrap(), "{s}");
+
+    let hit = exchange(addr, get(addr, "/kept")).await;
+    assert!(hit.trailers.is_empty(), "{hit:?}");
+    let txn = journal.take_transaction().await;
+    assert!(
+        at_name(&txn, "response_trailers").is_none(),
+        "{}",
+        summary(&txn)
+    );
+    assert_eq!(origin.count("/kept"), 1);
+    weir.stop().await;
+}
+
+fn at_name(txn: &[(String, weir_api::Bytes)], name: &str) -> Option<usize> {
+    txn.iter().position(|(n, _)| n == name)
+}
