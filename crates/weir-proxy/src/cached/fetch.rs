@@ -236,6 +236,8 @@ impl Fetch {
         // (hooks::fix_framing), so one still there is the length of what is pushed.
         let mut keeper = Keeper::new(&engine.cache, declared);
         let adapted = origin_fields.and_then(|o| o.adapted(&parts.headers));
+        // The stored copy has no trailers (RFC 9111 §3), so it announces none.
+        parts.headers.remove(header::TRAILER);
         let mut head = Some((parts.status, parts.headers, policy, adapted));
         let mut stage = hooks::BodyStage::new(engine.limits.module_body.0);
         let mut ended = false;
