@@ -66,6 +66,14 @@
 #               `cargo build --release -p weir` unless BUILD=0)
 #   OUT_DIR     where raw results go (default bench/out)
 #   KEEP_TMP    1 keeps the temporary directory (configs, logs) for debugging
+#   SYSCALLS    1 also counts each proxy's system calls during every misses round
+#               (`perf stat` on the kernel's syscall tracepoints, attached to the
+#               proxy's processes and all their threads) and reports them per
+#               request: all of them, and futex (cross-thread wake-ups),
+#               epoll_wait/epoll_pwait, read/recvfrom/recvmsg/readv and
+#               write/sendto/sendmsg/writev. Needs root (or perf_event_paranoid -1)
+#               and tracefs; perf adds little overhead, but compare the counts, not
+#               the CPU figures, of such a run
 #
 # Output
 #   Markdown tables on stdout; raw wrk output, per-run numbers (runs.tsv,
@@ -105,6 +113,7 @@ BUILD="${BUILD:-1}"
 WEIR_BIN="${WEIR_BIN:-$ROOT/target/release/weir}"
 OUT_DIR="${OUT_DIR:-$ROOT/bench/out}"
 KEEP_TMP="${KEEP_TMP:-0}"
+SYSCALLS="${SYSCALLS:-0}"
 
 case "$PART" in misses|memory|all) ;; *) die "PART must be misses, memory or all";; esac
 do_part() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
@@ -126,6 +135,7 @@ if ! do_part misses; then PROXY_LIST=(weir); fi
 # ---------------------------------------------------------------- tools
 tools=(nginx wrk curl)
 do_part misses && want haproxy && tools+=(haproxy)
+[ "$SYSCALLS" = 1 ] && tools+=(perf)
 ensure_tools "${tools[@]}"
 CLK_TCK="$(getconf CLK_TCK)"
 if [ "$BUILD" = 1 ] && [ "$WEIR_BIN" = "$ROOT/target/release/weir" ]; then
@@ -432,7 +442,18 @@ if do_part misses; then
         pids=$(tree_pids "$(proxy_pid "$proxy")" | tr '\n' ' ')
         s0=$(cpu_snapshot $pids)
         out="$RAW/wrk-$proxy-$round.txt"
+        local perf_pid="" perf_out="$RAW/syscalls-$proxy-$round.csv"
+        if [ "$SYSCALLS" = 1 ] && [ "$proxy" != origin ]; then
+            perf stat -x, -o "$perf_out" -p "$(echo $pids | tr ' ' ',')" -e "$SYSCALL_EVENTS" &
+            perf_pid=$!
+            sleep 0.2
+        fi
         run_wrk "$(proxy_port "$proxy")" "$DURATION" "$out" "$SIZE"
+        if [ -n "$perf_pid" ]; then
+            kill -INT "$perf_pid" 2>/dev/null || true
+            wait "$perf_pid" 2>/dev/null || true
+            syscall_row "$proxy" "$round" "$perf_out" "$(grep '^WRKSTAT ' "$out" | tail -n1)"
+        fi
         s1=$(cpu_snapshot $pids)
         kill -0 "$(proxy_pid "$proxy")" 2>/dev/null || die "$proxy exited during round $round"
         [ "$(tree_pids "$(proxy_pid "$proxy")" | tr '\n' ' ')" = "$pids" ] ||
@@ -452,6 +473,25 @@ if do_part misses; then
             printf "\n" }' >&2
     }
 
+    SYSCALL_EVENTS="raw_syscalls:sys_enter,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait"
+    SYSCALL_EVENTS+=",syscalls:sys_enter_read,syscalls:sys_enter_recvfrom,syscalls:sys_enter_recvmsg,syscalls:sys_enter_readv"
+    SYSCALL_EVENTS+=",syscalls:sys_enter_write,syscalls:sys_enter_sendto,syscalls:sys_enter_sendmsg,syscalls:sys_enter_writev"
+    SYS_TSV="$RAW/syscalls.tsv"
+    printf 'proxy\tround\trequests\tall\tfutex\tepoll_wait\treads\twrites\n' >"$SYS_TSV"
+    syscall_row() { # $1 = proxy, $2 = round, $3 = perf's CSV, $4 = the WRKSTAT line
+        # perf counts from just before wrk starts to just after it ends: the requests
+        # are wrk's, which sent nothing else meanwhile.
+        awk -F, -v proxy="$1" -v run="$2" -v stat="$4" '
+            BEGIN { n = split(stat, f, " "); for (i = 2; i <= n; i++) { split(f[i], kv, "="); if (kv[1] == "requests") req = kv[2] } }
+            $3 ~ /raw_syscalls:sys_enter/ { all += $1 }
+            $3 ~ /sys_enter_futex/ { futex += $1 }
+            $3 ~ /sys_enter_epoll_(p)?wait/ { ep += $1 }
+            $3 ~ /sys_enter_(read|recvfrom|recvmsg|readv)$/ { rd += $1 }
+            $3 ~ /sys_enter_(write|sendto|sendmsg|writev)$/ { wr += $1 }
+            END { if (req > 0) printf "%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\n", proxy, run, req, all / req, futex / req, ep / req, rd / req, wr / req }
+        ' "$3" >>"$SYS_TSV"
+        tail -n1 "$SYS_TSV" | awk -F'\t' '{ printf "[miss] %-7s round %s: per request %s syscalls (futex %s, epoll_wait %s, reads %s, writes %s)\n", $1, $2, $4, $5, $6, $7, $8 }' >&2
+    }
     log "misses: $SIZE objects, a first round then $RUNS rounds of $DURATION, wrk -t$THREADS -c$CONNS; order ${PROXY_LIST[*]}"
     for round in $(seq 0 "$RUNS"); do
         for proxy in "${PROXY_LIST[@]}"; do measure "$proxy" "$round"; done

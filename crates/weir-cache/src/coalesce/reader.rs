@@ -7,11 +7,10 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use tokio::sync::watch;
 
 use super::flight::{trim, Flight};
 use crate::lock::lock;
-use crate::spill::SPILL_BATCH;
+use crate::spill::{SpillFile, SPILL_BATCH};
 
 /// One client's view of a flight. Dropping it leaves the flight.
 pub struct FlightReader<H> {
@@ -21,7 +20,16 @@ pub struct FlightReader<H> {
     pub(super) pos: usize,
     /// Byte offset of the next chunk in the body.
     pub(super) at: u64,
-    pub(super) rx: watch::Receiver<u64>,
+}
+
+/// What a reader finds when it looks at its flight.
+enum Found {
+    /// The next chunk, from memory.
+    Chunk(Bytes),
+    /// The next bytes are in the spill file only.
+    InFile(Arc<SpillFile>, usize),
+    /// The end: complete (`None`) or failed.
+    End(Option<Result<Bytes, ()>>),
 }
 
 impl<H: Clone> Flight<H> {
@@ -39,7 +47,6 @@ impl<H: Clone> Flight<H> {
             id,
             pos: 0,
             at: 0,
-            rx: self.progress.subscribe(),
         })
     }
 }
@@ -49,20 +56,15 @@ impl<H: Clone> FlightReader<H> {
     ///
     /// Cancel-safe: dropping the future loses nothing.
     pub async fn head(&mut self) -> Option<H> {
-        loop {
-            {
-                let s = lock(&self.flight.state);
-                if let Some(h) = &s.head {
-                    return Some(h.clone());
-                }
-                if s.end.is_some() {
-                    return None;
-                }
-            }
-            if self.rx.changed().await.is_err() {
-                return None;
-            }
-        }
+        let mut found = None;
+        let flight = self.flight.clone();
+        super::flight::wait_until(&flight.progress, || {
+            let s = lock(&flight.state);
+            found = s.head.clone().map(Some);
+            found.is_some() || s.end.is_some()
+        })
+        .await;
+        found.flatten()
     }
 
     /// The next body chunk: `Some(Ok)`, `None` at a complete end, `Some(Err(()))` when
@@ -71,53 +73,59 @@ impl<H: Clone> FlightReader<H> {
     ///
     /// Cancel-safe: a chunk is only consumed when it is returned.
     pub async fn next_chunk(&mut self) -> Option<Result<Bytes, ()>> {
-        loop {
-            let from_file = {
-                let mut s = lock(&self.flight.state);
-                if self.at < s.base_bytes {
-                    // Only a spill file lets chunks leave memory before every reader
-                    // has read them.
-                    let Some(file) = s.spill.clone() else {
-                        return Some(Err(()));
-                    };
-                    let len = (s.base_bytes - self.at).min(SPILL_BATCH as u64) as usize;
-                    Some((file, len))
-                } else {
-                    // Back from the file exactly where memory starts.
-                    self.pos = self.pos.max(s.base);
-                    if self.pos < s.base + s.chunks.len() {
-                        let chunk = s.chunks[self.pos - s.base].clone();
-                        self.pos += 1;
-                        self.at += chunk.len() as u64;
-                        if let Some(r) = s.readers.iter_mut().find(|r| r.0 == self.id) {
-                            r.1 = self.pos;
-                        }
-                        if !s.retain {
-                            trim(&mut s);
-                            drop(s);
-                            self.flight.drained.send_modify(|v| *v = v.wrapping_add(1));
-                        }
-                        return Some(Ok(chunk));
-                    }
-                    match s.end {
-                        Some(true) => return None,
-                        Some(false) => return Some(Err(())),
-                        None => None,
-                    }
+        let flight = self.flight.clone();
+        let mut found = None;
+        super::flight::wait_until(&flight.progress, || {
+            found = self.look();
+            found.is_some()
+        })
+        .await;
+        match found? {
+            Found::Chunk(chunk) => Some(Ok(chunk)),
+            Found::End(end) => end,
+            Found::InFile(file, len) => match file.read_at(self.at, len).await {
+                Ok(bytes) => {
+                    self.at += bytes.len() as u64;
+                    Some(Ok(bytes))
                 }
+                Err(_) => Some(Err(())),
+            },
+        }
+    }
+
+    /// What is next for this reader, taking a chunk in memory; `None` while there is
+    /// nothing yet.
+    fn look(&mut self) -> Option<Found> {
+        let mut s = lock(&self.flight.state);
+        if self.at < s.base_bytes {
+            // Only a spill file lets chunks leave memory before every reader has read
+            // them.
+            let Some(file) = s.spill.clone() else {
+                return Some(Found::End(Some(Err(()))));
             };
-            if let Some((file, len)) = from_file {
-                return match file.read_at(self.at, len).await {
-                    Ok(bytes) => {
-                        self.at += bytes.len() as u64;
-                        Some(Ok(bytes))
-                    }
-                    Err(_) => Some(Err(())),
-                };
+            let len = (s.base_bytes - self.at).min(SPILL_BATCH as u64) as usize;
+            return Some(Found::InFile(file, len));
+        }
+        // Back from the file exactly where memory starts.
+        self.pos = self.pos.max(s.base);
+        if self.pos < s.base + s.chunks.len() {
+            let chunk = s.chunks[self.pos - s.base].clone();
+            self.pos += 1;
+            self.at += chunk.len() as u64;
+            if let Some(r) = s.readers.iter_mut().find(|r| r.0 == self.id) {
+                r.1 = self.pos;
             }
-            if self.rx.changed().await.is_err() {
-                return Some(Err(()));
+            if !s.retain {
+                trim(&mut s);
+                drop(s);
+                self.flight.drained.notify_waiters();
             }
+            return Some(Found::Chunk(chunk));
+        }
+        match s.end {
+            Some(true) => Some(Found::End(None)),
+            Some(false) => Some(Found::End(Some(Err(())))),
+            None => None,
         }
     }
 }
@@ -131,6 +139,6 @@ impl<H> Drop for FlightReader<H> {
         }
         trim(&mut s);
         drop(s);
-        self.flight.drained.send_modify(|v| *v = v.wrapping_add(1));
+        self.flight.drained.notify_waiters();
     }
 }
