@@ -2,7 +2,7 @@
 //! invalidation.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
@@ -137,6 +137,9 @@ pub struct Cache {
     fills: Arc<FillBudget>,
     /// Taken while a URL's parts are read and replaced (see `parts.rs`).
     pub(crate) parts_lock: Mutex<()>,
+    /// Some part of an object was kept since the cache started: until then a store
+    /// need not look for parts to drop (a key made, hashed and looked up per miss).
+    pub(crate) parts_kept: AtomicBool,
 }
 
 #[derive(Default)]
@@ -175,6 +178,7 @@ impl Cache {
             stats: Default::default(),
             fills: FillBudget::new(settings.fill_memory_bytes),
             parts_lock: Mutex::new(()),
+            parts_kept: AtomicBool::new(false),
             settings,
         }
     }
@@ -258,7 +262,9 @@ impl Cache {
             return false;
         };
         // The complete object makes the parts kept of it useless.
-        self.storage.remove(&key.parts());
+        if self.parts_kept.load(Ordering::Relaxed) {
+            self.storage.remove(&key.parts());
+        }
         if key.has_module_variant() {
             self.index_module_variant(key);
         }

@@ -138,6 +138,8 @@ impl Cache {
                     if key.has_module_variant() {
                         self.index_module_variant(key);
                     }
+                    self.parts_kept
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
                     self.storage
                         .insert(parts_key.clone(), StoredItem::Parts(Arc::new(set)));
                     None
