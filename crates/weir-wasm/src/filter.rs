@@ -4,7 +4,6 @@
 
 use std::sync::Mutex;
 
-use wasmtime::TypedFunc;
 use weir_api::http::{header, HeaderMap, StatusCode};
 use weir_api::{
     BodyChunk, Bytes, CacheLookup, Counter, Decision, Event, Events, Flow, Module, Reply,
@@ -148,10 +147,12 @@ impl Filter {
     /// Runs `f` on the transaction's instance (taken from the pool at the first
     /// callback). `f` gives back what it moved into the instance, and the call's
     /// result: on a failure the instance is dropped (the caller restores what it
-    /// moved, then calls [`Filter::fail`]).
+    /// moved, then calls [`Filter::fail`]). `open`: `f` makes the request headers
+    /// call, which creates the context too when the filter has a combined entry.
     fn with_stream<R>(
         &self,
         txn: &mut Txn,
+        open: bool,
         f: impl FnOnce(&mut Vm, i32) -> (R, wasmtime::Result<()>),
     ) -> Option<(R, wasmtime::Result<()>, Left)> {
         // The state is looked up once: each lookup costs a hit about a hundred
@@ -163,7 +164,11 @@ impl Filter {
             None if stream.context == 0 => {
                 let mut vm = self.checkout();
                 vm.store.data_mut().client = Some(client);
-                match vm.new_context() {
+                let id = match open {
+                    true => vm.open_context(),
+                    false => vm.new_context(),
+                };
+                match id {
                     Ok(id) => stream.context = id,
                     Err(e) => self.fail("proxy_on_context_create", e),
                 }
@@ -199,15 +204,12 @@ impl Filter {
         };
         let data = std::mem::take(&mut chunk.data);
         let last = chunk.last;
-        let out = self.with_stream(txn, |vm, ctx| {
-            let f = match name {
-                0 => vm.exports.request_body.clone(),
-                _ => vm.exports.response_body.clone(),
-            };
+        let out = self.with_stream(txn, false, |vm, ctx| {
             vm.store.data_mut().body = Some((kind, data.to_vec()));
-            let r = match f {
-                Some(f) => vm.call(f, (ctx, data.len() as i32, last as i32)).map(drop),
-                None => Ok(()),
+            let args = (ctx, data.len() as i32, last as i32);
+            let r = match name {
+                0 => vm.call(|e| e.request_body.as_ref(), args).map(drop),
+                _ => vm.call(|e| e.response_body.as_ref(), args).map(drop),
             };
             (vm.store.data_mut().body.take().map(|(_, b)| b), r)
         });
@@ -232,19 +234,6 @@ impl Filter {
         self.after_callback(txn, Head::None, left)
     }
 
-    fn headers_call(
-        vm: &mut Vm,
-        f: Option<TypedFunc<(i32, i32, i32), i32>>,
-        ctx: i32,
-        count: usize,
-        end: bool,
-    ) -> wasmtime::Result<()> {
-        if let Some(f) = f {
-            vm.call(f, (ctx, count as i32, end as i32))?;
-        }
-        Ok(())
-    }
-
     fn response_headers<'a>(
         &'a self,
         txn: &'a mut Txn,
@@ -260,16 +249,14 @@ impl Filter {
                 .headers
                 .get(header::CONTENT_LENGTH)
                 .is_some_and(|v| v == "0");
+        let count = response.headers.len();
         let mut head = Head::Response(response);
-        let back = self.with_stream(txn, |vm, ctx| {
-            let count = match &head {
-                Head::Response(r) => r.headers.len(),
-                _ => 0,
-            };
-            head.enter(vm.store.data_mut());
-            let f = vm.exports.response_headers.clone();
-            let r = Self::headers_call(vm, f, ctx, count, end);
-            head.leave(vm.store.data_mut());
+        let heads = self.template.heads;
+        let back = self.with_stream(txn, false, |vm, ctx| {
+            head.enter(vm.store.data_mut(), heads);
+            let args = (ctx, count as i32, end as i32);
+            let r = vm.call(|e| e.response_headers.as_ref(), args).map(drop);
+            head.leave(vm.store.data_mut(), heads);
             ((), r)
         });
         let left = match back {
@@ -314,17 +301,16 @@ impl Filter {
             });
             for (token, answer) in futures_util::future::join_all(sent).await {
                 let answer = crate::callout::answer(answer);
-                let back = self.with_stream(txn, |vm, ctx| {
+                let heads = self.template.heads;
+                let back = self.with_stream(txn, false, |vm, ctx| {
                     let (fields, body) = (answer.field_count(), answer.body.len());
                     let host = vm.store.data_mut();
                     host.callout = Some(answer);
-                    head.enter(host);
-                    let r = match vm.exports.http_call_response.clone() {
-                        Some(f) => vm.call(f, (ctx, token as i32, fields as i32, body as i32, 0)),
-                        None => Ok(()),
-                    };
+                    head.enter(host, heads);
+                    let args = (ctx, token as i32, fields as i32, body as i32, 0);
+                    let r = vm.call(|e| e.http_call_response.as_ref(), args).map(drop);
                     let host = vm.store.data_mut();
-                    head.leave(host);
+                    head.leave(host, heads);
                     host.callout = None;
                     ((), r)
                 });
@@ -343,20 +329,6 @@ impl Filter {
         }
         Decision::Continue
     }
-}
-
-/// `proxy_on_log`, `proxy_on_done` and `proxy_on_delete` of an HTTP context.
-fn end_stream(vm: &mut Vm, ctx: i32) -> wasmtime::Result<()> {
-    if let Some(f) = vm.exports.log.clone() {
-        vm.call(f, ctx)?;
-    }
-    if let Some(f) = vm.exports.done.clone() {
-        vm.call(f, ctx)?;
-    }
-    if let Some(f) = vm.exports.delete.clone() {
-        vm.call(f, ctx)?;
-    }
-    Ok(())
 }
 
 fn request_ends(request: &RequestHead) -> bool {
@@ -389,16 +361,19 @@ impl Module for Filter {
         // when the call fails (an optional filter's request goes on unchanged).
         let count = request.headers.len();
         let mut head = Head::Request(request);
-        let back = self.with_stream(txn, |vm, ctx| {
-            head.enter(vm.store.data_mut());
-            let f = vm.exports.request_headers.clone();
-            let r = Self::headers_call(vm, f, ctx, count, end);
-            head.leave(vm.store.data_mut());
-            ((), r)
+        let heads = self.template.heads;
+        let back = self.with_stream(txn, true, |vm, ctx| {
+            head.enter(vm.store.data_mut(), heads);
+            let r = vm.request_headers(ctx, count, end);
+            head.leave(vm.store.data_mut(), heads);
+            match r {
+                Ok(()) => ("", Ok(())),
+                Err((callback, e)) => (callback, Err(e)),
+            }
         });
         let left = match back {
-            Some(((), Err(e), _)) => self.fail("proxy_on_request_headers", e),
-            Some(((), Ok(()), left)) => left,
+            Some((callback, Err(e), _)) => self.fail(callback, e),
+            Some((_, Ok(()), left)) => left,
             None => Left::default(),
         };
         self.after_callback(txn, head, left)
@@ -449,10 +424,9 @@ impl Module for Filter {
             return;
         };
         let ctx = stream.context;
-        let ends = end_stream(&mut vm, ctx);
-        match ends {
+        match vm.end_stream(ctx) {
             Ok(()) => self.checkin(vm),
-            Err(e) => self.fail("proxy_on_log", e),
+            Err((callback, e)) => self.fail(callback, e),
         }
     }
 
@@ -480,10 +454,7 @@ impl Module for Filter {
                 }
             },
         };
-        let Some(tick) = vm.exports.tick.clone() else {
-            return;
-        };
-        if let Err(e) = vm.call(tick, ROOT) {
+        if let Err(e) = vm.call(|e| e.tick.as_ref(), ROOT) {
             *root = None;
             self.fail("proxy_on_tick", e);
         }

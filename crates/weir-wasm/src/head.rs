@@ -1,11 +1,51 @@
 //! The head of a transaction moved into a filter instance for a callback and back out
 //! after it, as the filter left it: the request's during request callbacks, the
 //! response's during response callbacks, and the paused one's while callouts are
-//! answered.
+//! answered. After the request headers callback, a filter that can read headers keeps
+//! a copy of the request line and headers, as Envoy keeps the request's header map
+//! for the stream's life: its response, body, callout and log callbacks read them.
 
+use weir_api::http::HeaderMap;
 use weir_api::{RequestHead, ResponseHead};
 
 use crate::host::Host;
+
+/// What a filter's imports let it do with heads, found at load: the host does no
+/// more per transaction than that needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeadUse {
+    /// It imports no header map function and not `proxy_get_property`: heads never
+    /// enter the instance.
+    None,
+    /// It can change heads but not read them: heads move in and out of the instance;
+    /// nothing is kept after the request phase.
+    Write,
+    /// It can read heads (`proxy_get_header_map_value`, `_pairs`, `_size` or
+    /// `proxy_get_property`): the request line and headers are also copied when they
+    /// leave the instance, for the callbacks after the request phase.
+    Read,
+}
+
+impl HeadUse {
+    /// What `module` imports.
+    pub(crate) fn of(module: &wasmtime::Module) -> HeadUse {
+        let mut heads = HeadUse::None;
+        for import in module.imports() {
+            match import.name() {
+                "proxy_get_header_map_value"
+                | "proxy_get_header_map_pairs"
+                | "proxy_get_header_map_size"
+                | "proxy_get_property" => return HeadUse::Read,
+                "proxy_add_header_map_value"
+                | "proxy_replace_header_map_value"
+                | "proxy_remove_header_map_value"
+                | "proxy_set_header_map_pairs" => heads = HeadUse::Write,
+                _ => {}
+            }
+        }
+        heads
+    }
+}
 
 /// The head a paused callback had, which the callbacks answering its callouts see and
 /// may change.
@@ -19,7 +59,10 @@ pub(crate) enum Head<'a> {
 impl Head<'_> {
     /// Moves the head into the instance for a call.
     #[inline]
-    pub(crate) fn enter(&mut self, host: &mut Host) {
+    pub(crate) fn enter(&mut self, host: &mut Host, heads: HeadUse) {
+        if heads == HeadUse::None {
+            return;
+        }
         match self {
             Head::Request(request) => {
                 host.method = std::mem::take(&mut request.method);
@@ -34,14 +77,26 @@ impl Head<'_> {
         }
     }
 
-    /// Moves it back out after the call, as the filter left it.
+    /// Moves it back out after the call, as the filter left it. A filter that reads
+    /// heads keeps a copy of the request's; later writes to it answer `Ok` and change
+    /// only that copy (the request has gone on), as in Envoy. A filter that cannot
+    /// read keeps an empty map for such writes, which it could not tell from a copy.
     #[inline]
-    pub(crate) fn leave(&mut self, host: &mut Host) {
+    pub(crate) fn leave(&mut self, host: &mut Host, heads: HeadUse) {
         match self {
-            Head::Request(request) => {
+            _ if heads == HeadUse::None => {}
+            Head::Request(request) if heads == HeadUse::Read => {
                 request.method = host.method.clone();
                 request.uri = host.uri.clone();
-                request.headers = host.request_headers.take().unwrap_or_default();
+                request.headers = host.request_headers.clone().unwrap_or_default();
+            }
+            Head::Request(request) => {
+                request.method = std::mem::take(&mut host.method);
+                request.uri = std::mem::take(&mut host.uri);
+                request.headers = host
+                    .request_headers
+                    .replace(HeaderMap::new())
+                    .unwrap_or_default();
             }
             Head::Response(response) => {
                 response.headers = host.response_headers.take().unwrap_or_default();

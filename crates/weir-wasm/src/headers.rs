@@ -65,6 +65,11 @@ fn map(host: &Host, map: MapType) -> Option<&HeaderMap> {
 
 fn map_mut(host: &mut Host, map: MapType) -> Result<&mut HeaderMap, Status> {
     match map {
+        // After the request phase a filter that cannot read heads kept no copy: its
+        // writes go to an empty map, made only then (see `head.rs`).
+        MapType::RequestHeaders if host.request_sent => {
+            Some(host.request_headers.get_or_insert_with(HeaderMap::new))
+        }
         MapType::RequestHeaders => host.request_headers.as_mut(),
         MapType::ResponseHeaders => host.response_headers.as_mut(),
         _ => None,

@@ -131,15 +131,21 @@ impl CacheSteer {
 /// The state of one filter instance, in its wasmtime store.
 pub(crate) struct Host {
     pub memory: Option<Memory>,
-    /// `proxy_on_memory_allocate` (or `malloc`).
-    pub alloc: Option<TypedFunc<i32, i32>>,
+    /// `proxy_on_memory_allocate` (or `malloc`). Shared, so that a host call that hands
+    /// the filter data clones a pointer, not the function (whose clone registers its
+    /// type again).
+    pub alloc: Option<Arc<TypedFunc<i32, i32>>>,
     pub limits: StoreLimits,
     pub shared: Arc<Shared>,
     /// The request line, for `:method`, `:path`, `:authority` and properties.
     pub method: Method,
     pub uri: Uri,
-    /// The request headers, during a request callback.
+    /// The request headers: during request callbacks, and after them a copy kept
+    /// for filters that read heads (see `head.rs`).
     pub request_headers: Option<HeaderMap>,
+    /// The request headers callback has returned: request header writes from then on
+    /// change only the instance's copy (or an empty map made for them).
+    pub request_sent: bool,
     /// The response status, once known.
     pub status: Option<StatusCode>,
     /// The response headers, during a response callback.
@@ -172,6 +178,7 @@ impl Host {
             method: Method::GET,
             uri: Uri::default(),
             request_headers: None,
+            request_sent: false,
             status: None,
             response_headers: None,
             body: None,
@@ -196,6 +203,7 @@ impl Host {
         self.method = Method::GET;
         self.uri = Uri::default();
         self.request_headers = None;
+        self.request_sent = false;
         self.status = None;
         self.response_headers = None;
         self.body = None;

@@ -227,8 +227,9 @@ pub(crate) fn define(linker: &mut Linker<Host>) -> wasmtime::Result<()> {
         |mut c: C<'_>, map: i32, kp: i32, kl: i32, vp: i32, vl: i32| {
             st(|| {
                 let map = MapType::from_abi(map)?;
-                let (k, v) = (memory::read(&mut c, kp, kl)?, memory::read(&mut c, vp, vl)?);
-                crate::headers::replace(c.data_mut(), map, &k, &v)
+                memory::with_two(&mut c, (kp, kl), (vp, vl), |host, k, v| {
+                    crate::headers::replace(host, map, k, v)
+                })?
             })
         },
     )?;
@@ -238,8 +239,9 @@ pub(crate) fn define(linker: &mut Linker<Host>) -> wasmtime::Result<()> {
         |mut c: C<'_>, map: i32, kp: i32, kl: i32, vp: i32, vl: i32| {
             st(|| {
                 let map = MapType::from_abi(map)?;
-                let (k, v) = (memory::read(&mut c, kp, kl)?, memory::read(&mut c, vp, vl)?);
-                crate::headers::add(c.data_mut(), map, &k, &v)
+                memory::with_two(&mut c, (kp, kl), (vp, vl), |host, k, v| {
+                    crate::headers::add(host, map, k, v)
+                })?
             })
         },
     )?;

@@ -30,6 +30,7 @@ mod imports;
 mod memory;
 mod properties;
 mod settings;
+mod trampoline;
 mod vm;
 
 pub use settings::WasmFactory;

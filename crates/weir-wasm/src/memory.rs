@@ -37,6 +37,25 @@ pub(crate) fn read(caller: &mut Caller<'_, Host>, ptr: i32, len: i32) -> Result<
         .ok_or(Status::InvalidMemoryAccess)
 }
 
+/// Runs `f` on the host state and two byte ranges of the filter's memory, borrowed in
+/// place: a header write needs no copy of its name and value before they are parsed.
+pub(crate) fn with_two<R>(
+    caller: &mut Caller<'_, Host>,
+    (p1, l1): (i32, i32),
+    (p2, l2): (i32, i32),
+    f: impl FnOnce(&mut Host, &[u8], &[u8]) -> R,
+) -> Result<R, Status> {
+    let m = memory(caller)?;
+    let (data, host) = m.data_and_store_mut(&mut *caller);
+    let one = data
+        .get(range(p1, l1)?)
+        .ok_or(Status::InvalidMemoryAccess)?;
+    let two = data
+        .get(range(p2, l2)?)
+        .ok_or(Status::InvalidMemoryAccess)?;
+    Ok(f(host, one, two))
+}
+
 /// Reads text at `ptr` (lossy: header names and values are checked later anyway).
 pub(crate) fn read_str(
     caller: &mut Caller<'_, Host>,
@@ -86,6 +105,7 @@ pub(crate) fn give(
             let Some(f) = found.and_then(|f| f.typed::<i32, i32>(&*caller).ok()) else {
                 return Ok(Err(Status::InternalFailure));
             };
+            let f = std::sync::Arc::new(f);
             caller.data_mut().alloc = Some(f.clone());
             f
         }

@@ -10,7 +10,9 @@ use wasmtime::{
     Config, Engine, InstancePre, Linker, Module, Store, StoreLimitsBuilder, Trap, TypedFunc,
 };
 
+use crate::head::HeadUse;
 use crate::host::{Host, Shared};
+use crate::trampoline::{Entries, Trampoline};
 
 /// How often the engine's epoch advances: the granularity of callback deadlines.
 pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
@@ -56,6 +58,8 @@ pub(crate) struct Exports {
     pub done: Option<TypedFunc<i32, i32>>,
     pub delete: Option<TypedFunc<i32, ()>>,
     pub http_call_response: Option<CallResponse>,
+    /// The combined entries, when the filter exports two callbacks of a step.
+    pub combined: Option<Entries>,
 }
 
 /// A compiled filter, ready to instantiate.
@@ -65,7 +69,10 @@ pub(crate) struct Template {
     /// `proxy_call_foreign_function` or `proxy_get_property`); if not, the lookup
     /// event is not asked for.
     pub reads_lookup: bool,
+    /// What the filter's imports let it do with heads.
+    pub heads: HeadUse,
     pub shared: Arc<Shared>,
+    trampoline: Option<Trampoline>,
     memory_limit: usize,
     /// Epoch ticks a callback may run.
     deadline_ticks: u64,
@@ -104,11 +111,15 @@ impl Template {
                 "proxy_call_foreign_function" | "proxy_get_property"
             )
         });
+        let heads = HeadUse::of(&module);
+        let trampoline = Trampoline::new(engine, &module)?;
         let ticks = deadline.as_nanos().div_ceil(EPOCH_TICK.as_nanos()) as u64;
         Ok(Template {
             pre,
             reads_lookup,
+            heads,
             shared,
+            trampoline,
             memory_limit,
             // One more: the first tick may come at once.
             deadline_ticks: ticks + 1,
@@ -119,7 +130,8 @@ impl Template {
     pub fn instantiate(&self) -> Result<Vm, LoadError> {
         let limits = StoreLimitsBuilder::new()
             .memory_size(self.memory_limit)
-            .instances(1)
+            // The filter's and its trampoline's.
+            .instances(2)
             .trap_on_grow_failure(true)
             .build();
         let mut store = Store::new(engine(), Host::new(self.shared.clone(), limits));
@@ -157,51 +169,59 @@ impl Template {
             done: get!("proxy_on_done"),
             delete: get!("proxy_on_delete"),
             http_call_response: get!("proxy_on_http_call_response"),
+            combined: None,
         };
         if let Some(e) = typed_err {
             return Err(e);
         }
+        let combined = match &self.trampoline {
+            Some(t) => Some(
+                t.instantiate(&mut store, &instance)
+                    .map_err(|e| format!("cannot link the filter's trampoline: {e:#}"))?,
+            ),
+            None => None,
+        };
         let start = ["_initialize", "_start"]
             .iter()
             .find_map(|n| instance.get_typed_func::<(), ()>(&mut store, n).ok());
         let mut vm = Vm {
             store,
-            exports,
+            exports: Exports {
+                combined,
+                ..exports
+            },
             next_context: 2,
             deadline_ticks: self.deadline_ticks,
+            unopened: false,
         };
         let failed = |what: &str, e: wasmtime::Error| format!("{what} failed: {}", describe(&e));
         if let Some(start) = start {
-            vm.call(start, ()).map_err(|e| failed("_start", e))?;
+            vm.store.set_epoch_deadline(vm.deadline_ticks);
+            start
+                .call(&mut vm.store, ())
+                .map_err(|e| failed("_start", e))?;
         }
-        if let Some(f) = vm.exports.context_create.clone() {
-            vm.call(f, (ROOT, 0))
-                .map_err(|e| failed("proxy_on_context_create", e))?;
-        }
+        vm.call(|e| e.context_create.as_ref(), (ROOT, 0))
+            .map_err(|e| failed("proxy_on_context_create", e))?;
         let sizes = (
             self.shared.vm_configuration.len() as i32,
             self.shared.configuration.len() as i32,
         );
-        if let Some(f) = vm.exports.vm_start.clone() {
-            if vm
-                .call(f, (ROOT, sizes.0))
-                .map_err(|e| failed("proxy_on_vm_start", e))?
-                == 0
-            {
-                return Err("the filter's proxy_on_vm_start refused to start".into());
-            }
+        if vm
+            .call(|e| e.vm_start.as_ref(), (ROOT, sizes.0))
+            .map_err(|e| failed("proxy_on_vm_start", e))?
+            == Some(0)
+        {
+            return Err("the filter's proxy_on_vm_start refused to start".into());
         }
-        if let Some(f) = vm.exports.configure.clone() {
-            if vm
-                .call(f, (ROOT, sizes.1))
-                .map_err(|e| failed("proxy_on_configure", e))?
-                == 0
-            {
-                return Err(
-                    "the filter rejected its configuration (proxy_on_configure returned false)"
-                        .into(),
-                );
-            }
+        if vm
+            .call(|e| e.configure.as_ref(), (ROOT, sizes.1))
+            .map_err(|e| failed("proxy_on_configure", e))?
+            == Some(0)
+        {
+            return Err(
+                "the filter rejected its configuration (proxy_on_configure returned false)".into(),
+            );
         }
         Ok(vm)
     }
@@ -224,27 +244,110 @@ pub(crate) struct Vm {
     pub exports: Exports,
     next_context: i32,
     deadline_ticks: u64,
+    /// The newest HTTP context's `proxy_on_context_create` is left to the combined
+    /// start entry ([`Vm::request_headers`]).
+    unopened: bool,
 }
 
+/// A callback that failed: its name and the trap or error.
+pub(crate) type Failed = (&'static str, wasmtime::Error);
+
 impl Vm {
-    /// Calls `f` with the callback deadline armed.
-    pub fn call<P, R>(&mut self, f: TypedFunc<P, R>, args: P) -> wasmtime::Result<R>
+    /// Calls the export `pick` chooses, with the callback deadline armed; `Ok(None)`
+    /// when the filter does not export it. Borrowed, not cloned: a `TypedFunc`'s clone
+    /// and drop (its type's registration counted up and down) cost about as much as
+    /// the call.
+    pub fn call<P, R>(
+        &mut self,
+        pick: impl FnOnce(&Exports) -> Option<&TypedFunc<P, R>>,
+        args: P,
+    ) -> wasmtime::Result<Option<R>>
     where
         P: wasmtime::WasmParams,
         R: wasmtime::WasmResults,
     {
+        let Some(f) = pick(&self.exports) else {
+            return Ok(None);
+        };
         self.store.set_epoch_deadline(self.deadline_ticks);
-        f.call(&mut self.store, args)
+        f.call(&mut self.store, args).map(Some)
+    }
+
+    fn next_id(&mut self) -> i32 {
+        let id = self.next_context;
+        self.next_context = if id == i32::MAX { 2 } else { id + 1 };
+        id
     }
 
     /// A fresh HTTP context, child of the root context.
     pub fn new_context(&mut self) -> wasmtime::Result<i32> {
-        let id = self.next_context;
-        self.next_context = if id == i32::MAX { 2 } else { id + 1 };
-        if let Some(f) = self.exports.context_create.clone() {
-            self.call(f, (id, ROOT))?;
-        }
+        let id = self.next_id();
+        self.call(|e| e.context_create.as_ref(), (id, ROOT))?;
         Ok(id)
+    }
+
+    /// A fresh HTTP context whose creation is left to [`Vm::request_headers`] when the
+    /// filter has a combined start entry (else created now, as [`Vm::new_context`]).
+    pub fn open_context(&mut self) -> wasmtime::Result<i32> {
+        match self
+            .exports
+            .combined
+            .as_ref()
+            .is_some_and(|c| c.start.is_some())
+        {
+            true => {
+                self.unopened = true;
+                Ok(self.next_id())
+            }
+            false => self.new_context(),
+        }
+    }
+
+    /// `proxy_on_request_headers`, after the context's creation when
+    /// [`Vm::open_context`] left it: then both in one entry, under one deadline.
+    pub fn request_headers(&mut self, ctx: i32, count: usize, end: bool) -> Result<(), Failed> {
+        let args = (ctx, count as i32, end as i32);
+        if !std::mem::take(&mut self.unopened) {
+            return match self.call(|e| e.request_headers.as_ref(), args) {
+                Ok(_) => Ok(()),
+                Err(e) => Err(("proxy_on_request_headers", e)),
+            };
+        }
+        let args = (ctx, ROOT, args.1, args.2);
+        match self.call(|e| e.combined.as_ref()?.start.as_ref(), args) {
+            Ok(_) => Ok(()),
+            Err(e) => Err((self.failed_in(), e)),
+        }
+    }
+
+    /// `proxy_on_log`, `proxy_on_done` and `proxy_on_delete` of an HTTP context: in
+    /// one entry, under one deadline, when the filter exports two or three of them.
+    pub fn end_stream(&mut self, ctx: i32) -> Result<(), Failed> {
+        if self
+            .exports
+            .combined
+            .as_ref()
+            .is_some_and(|c| c.end.is_some())
+        {
+            return match self.call(|e| e.combined.as_ref()?.end.as_ref(), ctx) {
+                Ok(_) => Ok(()),
+                Err(e) => Err((self.failed_in(), e)),
+            };
+        }
+        self.call(|e| e.log.as_ref(), ctx)
+            .map_err(|e| ("proxy_on_log", e))?;
+        self.call(|e| e.done.as_ref(), ctx)
+            .map_err(|e| ("proxy_on_done", e))?;
+        self.call(|e| e.delete.as_ref(), ctx)
+            .map_err(|e| ("proxy_on_delete", e))?;
+        Ok(())
+    }
+
+    fn failed_in(&mut self) -> &'static str {
+        match &self.exports.combined {
+            Some(c) => c.failed_in(&mut self.store),
+            None => "a callback",
+        }
     }
 }
 

@@ -282,3 +282,63 @@ pub const CALLOUT: &str = r#"
     (drop (call $add_header (i32.const 0) (i32.const 64) (i32.const 9) (i32.load (i32.const 8)) (i32.load (i32.const 12))))
     (drop (call $continue (i32.const 0))))
 "#;
+
+/// Reads the request after the request phase: at response headers, copies the
+/// request's `x-req` into the response as `x-req-echo`, and adds `x-late-write` to the
+/// request (which must answer `Ok`), then copies what it reads back of it into the
+/// response. `proxy_on_done` traps when the request had `x-trap-done`.
+pub const LATE: &str = r#"
+  (data (i32.const 64) "x-req")
+  (data (i32.const 80) "x-req-echo")
+  (data (i32.const 96) "x-late-write")
+  (data (i32.const 112) "ok")
+  (data (i32.const 128) "x-trap-done")
+  (func (export "proxy_on_response_headers") (param i32 i32 i32) (result i32)
+    (if (call $req_has (i32.const 64) (i32.const 5))
+      (then (drop (call $add_header (i32.const 2) (i32.const 80) (i32.const 10) (i32.load (i32.const 0)) (i32.load (i32.const 4))))))
+    (if (i32.eqz (call $add_header (i32.const 0) (i32.const 96) (i32.const 12) (i32.const 112) (i32.const 2)))
+      (then
+        (if (call $req_has (i32.const 96) (i32.const 12))
+          (then (drop (call $add_header (i32.const 2) (i32.const 96) (i32.const 12) (i32.load (i32.const 0)) (i32.load (i32.const 4))))))))
+    (i32.const 0))
+  (func (export "proxy_on_log") (param i32))
+  (func (export "proxy_on_done") (param i32) (result i32)
+    (if (call $req_has (i32.const 128) (i32.const 11)) (then unreachable))
+    (i32.const 1))
+  (func (export "proxy_on_delete") (param i32))
+"#;
+
+/// A whole filter without the prelude, which imports no function that reads heads:
+/// it adds `x-wasm-in: 1` to requests and `x-wasm-out: 1` to responses. With
+/// `add` false it imports nothing at all and only returns from its callbacks.
+pub fn blind(add: bool) -> String {
+    let (import, request, response) = match add {
+        true => (
+            r#"(import "env" "proxy_add_header_map_value" (func $add (param i32 i32 i32 i32 i32) (result i32)))"#,
+            "(drop (call $add (i32.const 0) (i32.const 16) (i32.const 9) (i32.const 48) (i32.const 1)))",
+            "(drop (call $add (i32.const 2) (i32.const 32) (i32.const 10) (i32.const 48) (i32.const 1)))",
+        ),
+        false => ("", "", ""),
+    };
+    format!(
+        r#"(module
+  {import}
+  (memory (export "memory") 1)
+  (global $heap (mut i32) (i32.const 1024))
+  (data (i32.const 16) "x-wasm-in")
+  (data (i32.const 32) "x-wasm-out")
+  (data (i32.const 48) "1")
+  (func (export "proxy_abi_version_0_2_1"))
+  (func (export "proxy_on_memory_allocate") (param $n i32) (result i32)
+    (local $p i32)
+    (local.set $p (global.get $heap))
+    (global.set $heap (i32.add (global.get $heap) (local.get $n)))
+    (local.get $p))
+  (func (export "proxy_on_context_create") (param i32 i32))
+  (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32) {request} (i32.const 0))
+  (func (export "proxy_on_response_headers") (param i32 i32 i32) (result i32) {response} (i32.const 0))
+  (func (export "proxy_on_log") (param i32))
+  (func (export "proxy_on_done") (param i32) (result i32) (i32.const 1))
+  (func (export "proxy_on_delete") (param i32)))"#
+    )
+}

@@ -65,6 +65,85 @@ async fn a_filter_adds_headers_both_ways() {
 }
 
 #[tokio::test]
+async fn response_and_log_callbacks_read_the_request_headers() {
+    let dir = temp_dir("wasm-late");
+    let wasm = filters::write(&dir, "late", filters::LATE);
+    let origin = TestOrigin::start();
+    origin.route("/l", Reply::ok("late").cc("max-age=60"));
+    let proxy = reverse_with_modules(&origin.base(), &section(&wasm, ""));
+    let client = direct_client();
+    for round in 0..3 {
+        let value = format!("r{round}");
+        let r = get(&client, &proxy.reverse_url("/l"), &[("x-req", &value)]).await;
+        assert_eq!(r.status, 200, "round {round}");
+        assert_eq!(r.header("x-req-echo"), Some(value), "round {round}");
+        assert_eq!(
+            r.header("x-late-write").as_deref(),
+            Some("ok"),
+            "a late write answers Ok and the filter reads it back"
+        );
+        if round > 0 {
+            assert!(is_hit(&r.cache_status()), "{}", r.cache_status());
+        }
+    }
+    let seen = origin.last("/l").unwrap();
+    assert_eq!(seen.header("x-req").as_deref(), Some("r0"));
+    assert!(seen.header("x-late-write").is_none());
+    assert_eq!(origin.count("/l"), 1);
+
+    // proxy_on_done reads the request too, in the entry that ends the stream; a trap
+    // there is named by its callback.
+    let r = get(&client, &proxy.reverse_url("/l"), &[("x-trap-done", "1")]).await;
+    assert_eq!(
+        r.status, 200,
+        "the end of the stream comes after the response"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while metric(&proxy, "weir_module_wasm_failures_total") == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            proxy.stderr_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stderr = proxy.stderr_text();
+    assert!(stderr.contains("failed in proxy_on_done"), "{stderr}");
+    let after = get(&client, &proxy.reverse_url("/l"), &[("x-req", "again")]).await;
+    assert_eq!(after.header("x-req-echo").as_deref(), Some("again"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn filters_that_cannot_read_heads_pass_the_request_line_on() {
+    let dir = temp_dir("wasm-blind");
+    let origin = TestOrigin::start();
+    origin.route("/b", Reply::ok("blind").cc("max-age=60"));
+    for add in [true, false] {
+        let wasm = dir.join(format!("blind-{add}.wasm"));
+        std::fs::write(&wasm, wat::parse_str(filters::blind(add)).unwrap()).unwrap();
+        let proxy = reverse_with_modules(&origin.base(), &section(&wasm, ""));
+        let client = direct_client();
+        for round in 0..2 {
+            let url = proxy.reverse_url(&format!("/b?add={add}"));
+            let r = get(&client, &url, &[]).await;
+            assert_eq!(r.status, 200, "{add} {round}");
+            assert_eq!(r.text(), "blind", "{add} {round}");
+            let out = r.header("x-wasm-out");
+            assert_eq!(out.as_deref(), add.then_some("1"), "{add} {round}");
+        }
+        let seen = origin.last("/b").unwrap();
+        assert_eq!(
+            (seen.method.as_str(), seen.uri.as_str()),
+            ("GET", &*format!("/b?add={add}"))
+        );
+        assert_eq!(seen.header("x-wasm-in").as_deref(), add.then_some("1"));
+    }
+    assert_eq!(origin.count("/b"), 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
 async fn a_filter_answers_with_a_local_response() {
     let dir = temp_dir("wasm-deny");
     let wasm = filters::write(&dir, "deny", filters::DENY);
@@ -146,6 +225,14 @@ async fn a_trap_an_overrun_or_a_memory_limit_fails_only_that_transaction() {
             before + timeout,
             "{header}"
         );
+        // A trap or an overrun in the entry that also creates the context is named by
+        // the callback it was in; the deadline covers that entry.
+        let named = match header {
+            "x-spin" => "failed in proxy_on_request_headers: the callback ran past its deadline",
+            _ => "failed in proxy_on_request_headers",
+        };
+        let stderr = proxy.stderr_text();
+        assert!(stderr.contains(named), "{header}: {stderr}");
         // The next transaction gets a fresh instance.
         let ok = get(&client, &proxy.reverse_url("/m"), &[]).await;
         assert_eq!(ok.status, 200, "after {header}");
