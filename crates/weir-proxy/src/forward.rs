@@ -40,6 +40,10 @@ pub(crate) fn upstream_request(
         headers.remove(header::IF_MODIFIED_SINCE);
     }
     headers.insert(header::HOST, target.host.clone());
+    if parts.version == http::Version::HTTP_2 {
+        // An HTTP/2 client takes trailers without asking (RFC 9113 §8.1).
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
     headers::append_via(&mut headers, parts.version);
     let mut req = Request::new(body);
     *req.method_mut() = parts.method.clone();

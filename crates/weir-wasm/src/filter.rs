@@ -6,32 +6,15 @@ use std::sync::Mutex;
 
 use weir_api::http::{header, HeaderMap, StatusCode};
 use weir_api::{
-    BodyChunk, Bytes, CacheLookup, Counter, Decision, Event, Events, Flow, Module, Reply,
-    RequestHead, ResponseHead, Timer, Txn,
+    BodyChunk, Bytes, CacheLookup, Counter, Decision, Events, Flow, Module, Reply, RequestHead,
+    ResponseHead, Timer, Txn,
 };
 
-use crate::abi::BufferType;
+use crate::abi::{BufferType, MapType};
 use crate::head::Head;
 use crate::host::PendingCall;
+use crate::options::Options;
 use crate::vm::{Template, Vm, ROOT};
-
-/// Which of Weir's events a filter's response callbacks run at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ResponsePhase {
-    /// Every response sent to a client, hits included; changes are not stored.
-    Deliver,
-    /// Responses from the origin, before the cache stores them; changes are stored.
-    Origin,
-}
-
-/// What the factory read from the section.
-pub(crate) struct Options {
-    pub phase: ResponsePhase,
-    pub request_body: bool,
-    pub response_body: bool,
-    /// Idle instances kept for the next transactions.
-    pub pool: usize,
-}
 
 /// A loaded proxy-wasm filter.
 pub(crate) struct Filter {
@@ -82,27 +65,16 @@ impl Filter {
         failures: Counter,
         timeouts: Counter,
     ) -> Filter {
-        let mut events = vec![Event::RequestHeaders, Event::Log];
-        if template.reads_lookup {
-            events.push(Event::CacheLookup);
-        }
-        events.push(match options.phase {
-            ResponsePhase::Deliver => Event::DeliverHeaders,
-            ResponsePhase::Origin => Event::ResponseHeaders,
-        });
-        if options.request_body {
-            events.push(Event::RequestBody);
-        }
-        if options.response_body {
-            events.push(match options.phase {
-                ResponsePhase::Deliver => Event::DeliverBody,
-                ResponsePhase::Origin => Event::ResponseBody,
-            });
-        }
+        let exports = &root.exports;
+        let trailers = [
+            exports.request_trailers.is_some(),
+            exports.response_trailers.is_some(),
+        ];
+        let events = options.events(template.reads_lookup, trailers);
         Filter {
             template,
             options,
-            events: Events::of(&events),
+            events,
             idle: Mutex::new(Vec::new()),
             root: Mutex::new(Some(Box::new(root))),
             failures,
@@ -230,6 +202,39 @@ impl Filter {
                 chunk.data = data;
                 Left::default()
             }
+        };
+        self.after_callback(txn, Head::None, left)
+    }
+
+    /// The trailers callbacks: the map enters the instance as map type 1 or 3, and
+    /// comes back as the filter left it.
+    fn trailers<'a>(&'a self, txn: &'a mut Txn, map: &mut HeaderMap, which: MapType) -> Flow<'a> {
+        let count = map.len() as i32;
+        let taken = std::mem::take(map);
+        let out = self.with_stream(txn, false, |vm, ctx| {
+            vm.store.data_mut().trailers = Some((which, taken));
+            let r = match which {
+                MapType::RequestTrailers => vm.call(|e| e.request_trailers.as_ref(), (ctx, count)),
+                _ => vm.call(|e| e.response_trailers.as_ref(), (ctx, count)),
+            };
+            (
+                vm.store.data_mut().trailers.take().map(|t| t.1),
+                r.map(drop),
+            )
+        });
+        let left = match out {
+            Some((back, Ok(()), left)) => {
+                *map = back.unwrap_or_default();
+                left
+            }
+            Some((_, Err(e), _)) => self.fail(
+                match which {
+                    MapType::RequestTrailers => "proxy_on_request_trailers",
+                    _ => "proxy_on_response_trailers",
+                },
+                e,
+            ),
+            None => Left::default(),
         };
         self.after_callback(txn, Head::None, left)
     }
@@ -412,6 +417,14 @@ impl Module for Filter {
 
     fn on_deliver_body<'a>(&'a self, txn: &'a mut Txn, chunk: &'a mut BodyChunk) -> Flow<'a> {
         self.body(txn, chunk, false)
+    }
+
+    fn on_request_trailers<'a>(&'a self, txn: &'a mut Txn, t: &'a mut HeaderMap) -> Flow<'a> {
+        self.trailers(txn, t, MapType::RequestTrailers)
+    }
+
+    fn on_response_trailers<'a>(&'a self, txn: &'a mut Txn, t: &'a mut HeaderMap) -> Flow<'a> {
+        self.trailers(txn, t, MapType::ResponseTrailers)
     }
 
     fn on_log(&self, txn: &Txn) {

@@ -59,7 +59,11 @@ fn map(host: &Host, map: MapType) -> Option<&HeaderMap> {
         MapType::RequestHeaders => host.request_headers.as_ref(),
         MapType::ResponseHeaders => host.response_headers.as_ref(),
         MapType::HttpCallResponseHeaders => host.callout.as_ref().map(|c| &c.headers),
-        _ => None,
+        MapType::RequestTrailers | MapType::ResponseTrailers => match &host.trailers {
+            Some((which, trailers)) if *which == map => Some(trailers),
+            _ => None,
+        },
+        MapType::HttpCallResponseTrailers => None,
     }
 }
 
@@ -72,6 +76,10 @@ fn map_mut(host: &mut Host, map: MapType) -> Result<&mut HeaderMap, Status> {
         }
         MapType::RequestHeaders => host.request_headers.as_mut(),
         MapType::ResponseHeaders => host.response_headers.as_mut(),
+        MapType::RequestTrailers | MapType::ResponseTrailers => match &mut host.trailers {
+            Some((which, trailers)) if *which == map => Some(trailers),
+            _ => None,
+        },
         _ => None,
     }
     .ok_or(Status::NotFound)

@@ -150,6 +150,9 @@ pub(crate) struct Host {
     pub status: Option<StatusCode>,
     /// The response headers, during a response callback.
     pub response_headers: Option<HeaderMap>,
+    /// The trailers (request's or response's, as the map type says), during a trailers
+    /// callback.
+    pub trailers: Option<(crate::abi::MapType, HeaderMap)>,
     /// The body buffer of the current body callback (request or response).
     pub body: Option<(crate::abi::BufferType, Vec<u8>)>,
     /// The arguments of the foreign function being called.
@@ -181,6 +184,7 @@ impl Host {
             request_sent: false,
             status: None,
             response_headers: None,
+            trailers: None,
             body: None,
             call_data: Vec::new(),
             client: None,
@@ -206,6 +210,7 @@ impl Host {
         self.request_sent = false;
         self.status = None;
         self.response_headers = None;
+        self.trailers = None;
         self.body = None;
         self.client = None;
         self.lookup = None;

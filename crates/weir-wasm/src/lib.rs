@@ -28,6 +28,7 @@ mod headers;
 mod host;
 mod imports;
 mod memory;
+mod options;
 mod properties;
 mod settings;
 mod trampoline;

@@ -6,8 +6,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use weir_api::{Module, ModuleContext, ModuleFactory, Settings, SettingsError};
 
-use crate::filter::{Filter, Options, ResponsePhase};
+use crate::filter::Filter;
 use crate::host::Shared;
+use crate::options::{Options, ResponsePhase};
 use crate::vm::Template;
 
 /// The section's keys.

@@ -72,16 +72,15 @@ fn a_stored_miss_sends_its_trailers_and_the_hit_has_none() {
     assert_eq!(origin.count("/stored"), 1);
 }
 
-/// A GET over HTTP/2 (prior knowledge) with `te: trailers`: the body and the
-/// trailers, if any.
+/// A GET over HTTP/2 (prior knowledge): the body and the trailers, if any.
 async fn h2_get(proxy: &Proxy, path: &str) -> (String, Option<http::HeaderMap>) {
     let tcp = tokio::net::TcpStream::connect(proxy.reverse_addr())
         .await
         .expect("connect to the proxy");
     let (client, connection) = h2::client::handshake(tcp).await.expect("h2 handshake");
     tokio::spawn(connection);
+    // No `te: trailers`: an HTTP/2 client takes trailers without asking.
     let req = http::Request::get(proxy.reverse_url(path))
-        .header("te", "trailers")
         .body(())
         .unwrap();
     let mut client = client.ready().await.expect("stream capacity");

@@ -342,3 +342,22 @@ pub fn blind(add: bool) -> String {
   (func (export "proxy_on_delete") (param i32)))"#
     )
 }
+
+/// Copies the origin's `x-checksum` trailer to `x-wasm-saw` (map type 3), and adds
+/// `x-wasm-req: yes` to request trailers that carry `x-digest` (map type 1).
+pub const TRAILERS: &str = r#"
+  (data (i32.const 64) "x-checksum")
+  (data (i32.const 80) "x-wasm-saw")
+  (data (i32.const 96) "x-digest")
+  (data (i32.const 112) "x-wasm-req")
+  (data (i32.const 128) "yes")
+  (func (export "proxy_on_response_trailers") (param i32) (param i32) (result i32)
+    (if (i32.eqz (call $get_header (i32.const 3) (i32.const 64) (i32.const 10) (i32.const 0) (i32.const 4)))
+      (then (drop (call $add_header (i32.const 3) (i32.const 80) (i32.const 10)
+        (i32.load (i32.const 0)) (i32.load (i32.const 4))))))
+    (i32.const 0))
+  (func (export "proxy_on_request_trailers") (param i32) (param i32) (result i32)
+    (if (i32.eqz (call $get_header (i32.const 1) (i32.const 96) (i32.const 8) (i32.const 0) (i32.const 4)))
+      (then (drop (call $add_header (i32.const 1) (i32.const 112) (i32.const 10) (i32.const 128) (i32.const 3)))))
+    (i32.const 0))
+"#;

@@ -144,6 +144,61 @@ async fn filters_that_cannot_read_heads_pass_the_request_line_on() {
 }
 
 #[tokio::test]
+async fn a_filter_reads_and_changes_trailers_both_ways() {
+    let dir = temp_dir("wasm-trailers");
+    let wasm = filters::write(&dir, "trailers", filters::TRAILERS);
+    let origin = TestOrigin::start();
+    let reply = Reply::ok("body")
+        .cc("no-store")
+        .trailer("x-checksum", "c0ffee");
+    origin.route("/t", reply);
+    origin.route("/up", Reply::ok("ok").cc("no-store"));
+    let proxy = reverse_with_modules(&origin.base(), &section(&wasm, ""));
+
+    // HTTP/2 carries every trailer field, declared or not.
+    let tcp = tokio::net::TcpStream::connect(proxy.reverse_addr())
+        .await
+        .unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.expect("h2 handshake");
+    tokio::spawn(connection);
+    let req = http::Request::get(proxy.reverse_url("/t"))
+        .body(())
+        .unwrap();
+    let mut client = client.ready().await.unwrap();
+    let (response, _) = client.send_request(req, true).unwrap();
+    let mut body = response.await.expect("the response").into_body();
+    while let Some(chunk) = body.data().await {
+        let _ = body.flow_control().release_capacity(chunk.unwrap().len());
+    }
+    let trailers = body.trailers().await.unwrap().expect("trailers");
+    assert_eq!(trailers.get("x-checksum").unwrap(), "c0ffee");
+    assert_eq!(
+        trailers.get("x-wasm-saw").unwrap(),
+        "c0ffee",
+        "{trailers:?}"
+    );
+
+    let upload = format!(
+        "POST /up HTTP/1.1\r\nHost: {}\r\nTransfer-Encoding: chunked\r\n\
+         Trailer: x-digest, x-wasm-req\r\n\r\n3\r\nabc\r\n0\r\nx-digest: 1\r\n\r\n",
+        proxy.reverse_addr()
+    );
+    let resp = raw_exchange(proxy.reverse_addr(), upload.as_bytes());
+    assert_eq!(resp.status, 200, "{resp:?}");
+    let seen = origin.last("/up").unwrap();
+    let mut trailers = seen.trailers.clone();
+    trailers.sort();
+    assert_eq!(
+        trailers,
+        [
+            ("x-digest".to_string(), "1".to_string()),
+            ("x-wasm-req".to_string(), "yes".to_string())
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
 async fn a_filter_answers_with_a_local_response() {
     let dir = temp_dir("wasm-deny");
     let wasm = filters::write(&dir, "deny", filters::DENY);
