@@ -21,7 +21,9 @@
 #   `Authorization`, that a hit does not look at): (b) without the module parses a
 #   shorter request than (h), and h - k leaves that parsing out. Not `Authorization`
 #   itself: without the module, a shared cache must not answer a request carrying
-#   credentials from storage (RFC 9111, 3.5), so (k) would have no hits. Weir runs
+#   credentials from storage (RFC 9111, 3.5), so (k) would have no hits; and (l),
+#   rung (b) with an HTTP/2 client (h2load, h2c by prior knowledge, one connection,
+#   one request at a time; nghttp2-client). Weir runs
 #   under valgrind's callgrind, which
 #   counts instructions rather than time: the counts repeat whatever else the
 #   machine does, so differences of a fraction of a percent are visible, which
@@ -87,6 +89,10 @@ if [[ " $RUNGS " == *" h "* ]]; then
     # Cost 10, htpasswd's default: checked once per run, off the proxy's threads.
     htpasswd -cbB -C 10 "$TMP/users" "$ACCESS_USER" "$ACCESS_PASSWORD" 2>/dev/null
 fi
+if [[ " $RUNGS " == *" l "* ]]; then
+    command -v h2load >/dev/null ||
+        { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nghttp2-client; }
+fi
 if [[ " $RUNGS " == *" i "* || " $RUNGS " == *" j "* ]]; then
     command -v wat2wasm >/dev/null ||
         { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wabt; }
@@ -132,7 +138,7 @@ instructions() {
     local rung="$1" size="$2" n="$3" bin="$BIN" module=""
     case "$rung" in
         a) bin="$BASE_BIN" ;;
-        b | k) ;;
+        b | k | l) ;;
         c) module=empty ;;
         d) module=add-headers ;;
         e) module=body-copy ;;
@@ -166,7 +172,15 @@ instructions() {
     [ "$rung" = g ] && headers=("Accept-Encoding: gzip")
     [ "$rung" = h ] && headers=("$ACCESS_CREDENTIALS")
     [ "$rung" = k ] && headers=("$LIKE_CREDENTIALS")
-    if ! python3 "$TMP/client.py" "$port" "/$size" "$n" "${headers[@]}"; then
+    if [ "$rung" = l ]; then
+        # HTTP/2 by prior knowledge, one connection, one request at a time.
+        if ! h2load -n "$n" -c 1 -m 1 "http://127.0.0.1:$port/$size" >"$TMP/h2load.log" 2>&1 ||
+            ! grep -q "succeeded, 0 failed" "$TMP/h2load.log"; then
+            kill -TERM "$pid"; wait "$pid" || true
+            cat "$TMP/h2load.log" >&2
+            die "h2load failed against rung l"
+        fi
+    elif ! python3 "$TMP/client.py" "$port" "/$size" "$n" "${headers[@]}"; then
         kill -TERM "$pid"; wait "$pid" || true
         die "client failed against rung $rung"
     fi
@@ -198,6 +212,7 @@ describe() {
         i) echo "module \`wasm\`, an empty proxy-wasm filter" ;;
         j) echo "module \`wasm\`, a filter adding one response header" ;;
         k) echo "normal build, no module, the client sending a field as long as (h)'s credentials" ;;
+        l) echo "normal build, no module, an HTTP/2 client (h2c, prior knowledge)" ;;
     esac
 }
 percent() { awk -v v="$1" -v a="$2" 'BEGIN { printf "%+.2f%%", (v - a) * 100 / a }'; }

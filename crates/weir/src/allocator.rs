@@ -128,10 +128,16 @@ mod tests {
                 // layout.
                 unsafe {
                     let p = ALLOCATOR.alloc(layout);
-                    assert!(!p.is_null() && (p as usize).is_multiple_of(align), "{size} {align}");
+                    assert!(
+                        !p.is_null() && (p as usize).is_multiple_of(align),
+                        "{size} {align}"
+                    );
                     p.write_bytes(0xA5, size);
                     let q = ALLOCATOR.realloc(p, layout, size * 3);
-                    assert!(!q.is_null() && (q as usize).is_multiple_of(align), "{size} {align}");
+                    assert!(
+                        !q.is_null() && (q as usize).is_multiple_of(align),
+                        "{size} {align}"
+                    );
                     assert_eq!(*q.add(size - 1), 0xA5);
                     ALLOCATOR.dealloc(q, Layout::from_size_align(size * 3, align).unwrap());
                     let z = ALLOCATOR.alloc_zeroed(layout);
