@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use crate::support::modules::*;
 use crate::support::origin::TestOrigin;
-use crate::support::raw::{RawConn, RawResponse};
+use crate::support::raw::{chunked_post, RawConn, RawResponse};
 use crate::support::reply::Reply;
 use weir_api::http::{HeaderMap, HeaderValue};
 use weir_api::{Events, Flow, Module, Txn};
@@ -36,18 +36,19 @@ impl Module for TrailerEditor {
 }
 
 /// Sends `request` on a new connection (blocking, off the runtime's threads).
-async fn exchange(addr: SocketAddr, request: String) -> RawResponse {
+async fn exchange(addr: SocketAddr, request: Vec<u8>) -> RawResponse {
     tokio::task::spawn_blocking(move || {
         let mut conn = RawConn::connect(addr);
-        conn.send(request.as_bytes());
+        conn.send(&request);
         conn.read_response(false).expect("a response")
     })
     .await
     .unwrap()
 }
 
-fn get(addr: SocketAddr, path: &str) -> String {
+fn get(addr: SocketAddr, path: &str) -> Vec<u8> {
     format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nTE: trailers\r\nConnection: TE\r\n\r\n")
+        .into_bytes()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -70,10 +71,8 @@ async fn a_module_changes_trailers_both_ways() {
     assert_eq!(resp.trailer("x-checked"), Some("yes"), "{resp:?}");
     assert_eq!(resp.trailer("x-secret"), None, "{resp:?}");
 
-    let upload = format!(
-        "POST /up HTTP/1.1\r\nHost: {addr}\r\nTransfer-Encoding: chunked\r\n\
-         Trailer: x-digest, x-request-added\r\n\r\n3\r\nabc\r\n0\r\nx-digest: 1\r\n\r\n"
-    );
+    let declared = ["x-digest", "x-request-added"];
+    let upload = chunked_post("/up", addr, "abc", &declared, &[("x-digest", "1")]);
     let resp = exchange(addr, upload).await;
     assert_eq!(resp.status, 200, "{resp:?}");
     let seen = origin.last("/up").unwrap();

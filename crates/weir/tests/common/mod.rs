@@ -25,7 +25,7 @@ pub use process::{
     free_port, proc_status_kib, run_weir, send_signal, temp_dir, wait_for_port, TempDir, WEIR,
 };
 pub use proxy::Proxy;
-pub use raw::{raw_exchange, try_raw_exchange, RawConn, RawResponse};
+pub use raw::{chunked_post, raw_exchange, try_raw_exchange, RawConn, RawResponse};
 pub use reply::{pattern, BodySpec, Recorded, Reply, CHUNK};
 
 use std::time::{Duration, SystemTime};

@@ -256,6 +256,28 @@ impl RawConn {
     }
 }
 
+/// A chunked POST of `body` (one chunk) to `path` on `host`, ending in `trailers`;
+/// its `Trailer` field names `declared` (an HTTP/1.1 hop forwards only those).
+pub fn chunked_post(
+    path: &str,
+    host: impl std::fmt::Display,
+    body: &str,
+    declared: &[&str],
+    trailers: &[(&str, &str)],
+) -> Vec<u8> {
+    let mut request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nTransfer-Encoding: chunked\r\n\
+         Trailer: {}\r\n\r\n{:x}\r\n{body}\r\n0\r\n",
+        declared.join(", "),
+        body.len()
+    );
+    for (name, value) in trailers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.into_bytes()
+}
+
 /// Sends `request` on a new connection and reads one final response.
 pub fn raw_exchange(addr: SocketAddr, request: &[u8]) -> RawResponse {
     let mut conn = RawConn::connect(addr);

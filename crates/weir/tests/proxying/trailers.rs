@@ -135,13 +135,16 @@ fn request_trailers_reach_the_origin() {
     // the read-ahead window (streamed on).
     for size in [5usize, 100 << 10] {
         let body = "x".repeat(size);
-        let request = format!(
-            "POST /upload HTTP/1.1\r\nHost: {}\r\nTransfer-Encoding: chunked\r\n\
-             Trailer: x-digest\r\n\r\n{size:x}\r\n{body}\r\n0\r\nx-digest: sha-256=abc\r\n\r\n",
-            proxy.reverse_addr()
+        let trailers = [("x-digest", "sha-256=abc")];
+        let request = chunked_post(
+            "/upload",
+            proxy.reverse_addr(),
+            &body,
+            &["x-digest"],
+            &trailers,
         );
         let mut conn = RawConn::connect(proxy.reverse_addr());
-        conn.send(request.as_bytes());
+        conn.send(&request);
         let resp = conn.read_response(false).expect("a response");
         assert_eq!(
             (resp.status, resp.text().as_str()),

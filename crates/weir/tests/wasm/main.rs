@@ -178,12 +178,15 @@ async fn a_filter_reads_and_changes_trailers_both_ways() {
         "{trailers:?}"
     );
 
-    let upload = format!(
-        "POST /up HTTP/1.1\r\nHost: {}\r\nTransfer-Encoding: chunked\r\n\
-         Trailer: x-digest, x-wasm-req\r\n\r\n3\r\nabc\r\n0\r\nx-digest: 1\r\n\r\n",
-        proxy.reverse_addr()
+    let declared = ["x-digest", "x-wasm-req"];
+    let upload = chunked_post(
+        "/up",
+        proxy.reverse_addr(),
+        "abc",
+        &declared,
+        &[("x-digest", "1")],
     );
-    let resp = raw_exchange(proxy.reverse_addr(), upload.as_bytes());
+    let resp = raw_exchange(proxy.reverse_addr(), &upload);
     assert_eq!(resp.status, 200, "{resp:?}");
     let seen = origin.last("/up").unwrap();
     let mut trailers = seen.trailers.clone();
