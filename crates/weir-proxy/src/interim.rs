@@ -2,9 +2,9 @@
 //! before the final response (RFC 9110 §15.2): `103 Early Hints`, `102 Processing` and
 //! any other 1xx Weir did not cause itself.
 //!
-//! An HTTP/2 stream has a queue of its own ([`Interim::for_h2_stream`]), found through
-//! the request's extensions: its task (`server/h2.rs`) sends each response as a
-//! HEADERS frame before the final one.
+//! An HTTP/2 stream has a queue of its own ([`Interim::for_h2_stream`]), handed to its
+//! transaction with the request (`service::handle`): its task (`server/h2.rs`) sends
+//! each response as a HEADERS frame before the final one.
 //!
 //! hyper's HTTP/1 server never writes a 1xx of its own accord (apart from
 //! `100 Continue`), and it writes nothing at all while the service prepares the final
@@ -172,7 +172,7 @@ impl Drop for Waiting {
 
 /// Whether an HTTP/1 client speaking `version` may be sent interim responses through
 /// its connection's queue: HTTP/1.0 clients do not know them (RFC 9110 §15.2). (An
-/// HTTP/2 stream's queue is in its request's extensions.)
+/// HTTP/2 stream's queue comes with its request.)
 pub(crate) fn client_accepts(version: Version) -> bool {
     version == Version::HTTP_11
 }

@@ -18,6 +18,7 @@ use crate::error::{body_too_large, client_body_error, ProxyError};
 use crate::forward::{forward_hooked, relay_interim, upstream_request};
 use crate::headers::{self, MaxForwards};
 use crate::hooks::WholeRequest;
+use crate::interim::Interim;
 use crate::metrics::{CacheOutcome, ErrorKind};
 use crate::modules::ModTxn;
 use crate::record::{LogInfo, TxnRecord};
@@ -31,11 +32,15 @@ pub(crate) use crate::conn::{ConnInfo, ListenerInfo};
 pub(crate) use crate::engine::Engine;
 pub(crate) use crate::target::Target;
 
-/// Serves one request. Never fails: errors become responses.
+/// Serves one request. Never fails: errors become responses. `stream_interim` is an
+/// HTTP/2 stream's queue for the origin's 1xx responses (an HTTP/1.1 request uses its
+/// connection's): an argument rather than a request extension, which would allocate
+/// the extensions' map on every request.
 pub(crate) async fn handle(
     engine: Arc<Engine>,
     conn: Arc<ConnInfo>,
     req: Request<ClientStream>,
+    stream_interim: Option<Interim>,
 ) -> Result<Response<ProxyBody>, std::convert::Infallible> {
     let start = Instant::now();
     let https = conn.listener.setup.tls.is_some();
@@ -66,7 +71,7 @@ pub(crate) async fn handle(
         }
         txn
     };
-    let served = match transact(&engine, &conn, req, &mut txn).await {
+    let served = match transact(&engine, &conn, req, &mut txn, stream_interim).await {
         Ok(s) => s,
         Err(e) => error_served(&engine.metrics, e),
     };
@@ -115,6 +120,7 @@ async fn transact(
     conn: &ConnInfo,
     req: Request<ClientStream>,
     txn: &mut Option<ModTxn>,
+    stream_interim: Option<Interim>,
 ) -> Result<Served, ProxyError> {
     if !conn.allowed {
         return Err(ProxyError::forbidden(format!(
@@ -186,7 +192,7 @@ async fn transact(
         }
         _ => ClientBody::Unread(body),
     };
-    let target = resolve_target(conn, &parts)?;
+    let target = resolve_target(conn, &parts, stream_interim)?;
     if crate::purge::is_purge(&parts.method) {
         return crate::purge::purge(engine, conn, &target, &parts.headers).await;
     }

@@ -29,13 +29,19 @@ pub(crate) struct Target {
 }
 
 /// Finds the origin and the names to use for it.
-pub(crate) fn resolve_target(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
+/// `stream_interim`: an HTTP/2 stream's own queue for 1xx responses (see
+/// `service::handle`); other requests use their connection's, when they take 1xx.
+pub(crate) fn resolve_target(
+    conn: &ConnInfo,
+    req: &request::Parts,
+    stream_interim: Option<Interim>,
+) -> Result<Target, ProxyError> {
     let mut target = locate(conn, req)?;
     target.targeted = conn.listener.targeted_fields;
-    target.interim = if req.version == http::Version::HTTP_2 {
-        req.extensions.get::<Interim>().cloned()
-    } else {
-        crate::interim::client_accepts(req.version).then(|| conn.interim.clone())
+    target.interim = match stream_interim {
+        Some(queue) => Some(queue),
+        None if req.version == http::Version::HTTP_2 => None,
+        None => crate::interim::client_accepts(req.version).then(|| conn.interim.clone()),
     };
     Ok(target)
 }

@@ -136,6 +136,7 @@ pub(crate) async fn serve(
                 engine.clone(),
                 conn.clone(),
                 req.map(ClientStream::Http1),
+                None,
             ));
             async move {
                 // hyper polls this future on the connection's task: its waker is the

@@ -182,7 +182,6 @@ async fn stream(
     let length = crate::headers::content_length(req.headers());
     let (mut parts, recv) = req.into_parts();
     let interim = Interim::for_h2_stream();
-    parts.extensions.insert(interim.clone());
     let (body, mut tunnel) = if parts.method == Method::CONNECT {
         if length.is_some_and(|n| n != 0) {
             respond.send_reset(h2::Reason::PROTOCOL_ERROR);
@@ -199,6 +198,7 @@ async fn stream(
         engine,
         conn,
         Request::from_parts(parts, body),
+        Some(interim.clone()),
     ));
     let waker = poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
     let waiting = interim.wait_for_final(waker);
