@@ -326,6 +326,14 @@ fn remove_connection_fields(headers: &mut HeaderMap) {
         header::UPGRADE,
         header::TE,
     ];
+    // One pass over the names first: a response rarely has any of them, and each
+    // removal by name hashes it.
+    let any = headers
+        .keys()
+        .any(|name| *name == header::CONNECTION || FORBIDDEN.contains(name));
+    if !any {
+        return;
+    }
     if let Some(connection) = headers.remove(header::CONNECTION) {
         if let Ok(names) = connection.to_str() {
             for name in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {

@@ -361,3 +361,20 @@ pub const TRAILERS: &str = r#"
       (then (drop (call $add_header (i32.const 1) (i32.const 112) (i32.const 10) (i32.const 128) (i32.const 3)))))
     (i32.const 0))
 "#;
+
+/// Adds, at response headers, fields that describe a connection (`connection`, the
+/// field it names, `keep-alive`) and one that does not (`x-kept`).
+pub const CONNECTION_FIELDS: &str = r#"
+  (data (i32.const 64) "connection")
+  (data (i32.const 80) "x-hop")
+  (data (i32.const 96) "keep-alive")
+  (data (i32.const 112) "timeout=5")
+  (data (i32.const 128) "x-kept")
+  (data (i32.const 144) "yes")
+  (func (export "proxy_on_response_headers") (param i32) (param i32) (param i32) (result i32)
+    (drop (call $add_header (i32.const 2) (i32.const 64) (i32.const 10) (i32.const 80) (i32.const 5)))
+    (drop (call $add_header (i32.const 2) (i32.const 80) (i32.const 5) (i32.const 144) (i32.const 3)))
+    (drop (call $add_header (i32.const 2) (i32.const 96) (i32.const 10) (i32.const 112) (i32.const 9)))
+    (drop (call $add_header (i32.const 2) (i32.const 128) (i32.const 6) (i32.const 144) (i32.const 3)))
+    (i32.const 0))
+"#;

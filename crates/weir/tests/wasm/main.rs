@@ -201,6 +201,46 @@ async fn a_filter_reads_and_changes_trailers_both_ways() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An HTTP/2 GET of `path` on the proxy's reverse listener: the response head and
+/// body (prior knowledge).
+async fn h2_get(proxy: &Proxy, path: &str) -> (http::response::Parts, Vec<u8>) {
+    let tcp = tokio::net::TcpStream::connect(proxy.reverse_addr())
+        .await
+        .unwrap();
+    let (client, connection) = h2::client::handshake(tcp).await.expect("h2 handshake");
+    tokio::spawn(connection);
+    let req = http::Request::get(proxy.reverse_url(path))
+        .body(())
+        .unwrap();
+    let mut client = client.ready().await.unwrap();
+    let (response, _) = client.send_request(req, true).unwrap();
+    let (head, mut body) = response.await.expect("the response").into_parts();
+    let mut data = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+        data.extend_from_slice(&chunk);
+    }
+    (head, data)
+}
+
+#[tokio::test]
+async fn connection_fields_a_filter_adds_never_reach_an_http2_client() {
+    let dir = temp_dir("wasm-connection-fields");
+    let wasm = filters::write(&dir, "connection", filters::CONNECTION_FIELDS);
+    let origin = TestOrigin::start();
+    origin.route("/c", Reply::ok("fine").cc("no-store"));
+    let proxy = reverse_with_modules(&origin.base(), &section(&wasm, ""));
+    // HTTP/2 forbids them: sent as they are, the client would reset the stream.
+    let (head, body) = h2_get(&proxy, "/c").await;
+    assert_eq!((head.status.as_u16(), body.as_slice()), (200, &b"fine"[..]));
+    for name in ["connection", "x-hop", "keep-alive"] {
+        assert!(!head.headers.contains_key(name), "{name}: {head:?}");
+    }
+    assert_eq!(head.headers.get("x-kept").unwrap(), "yes");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test]
 async fn a_filter_answers_with_a_local_response() {
     let dir = temp_dir("wasm-deny");
