@@ -1,11 +1,16 @@
 //! The transaction as modules see it: who asked, per-module state, cache steering,
 //! custom log fields.
 
-use std::any::Any;
 use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+
+use states::{State, States};
+
+#[cfg(test)]
+mod state_tests;
+mod states;
 
 /// What the cache lookup found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,21 +105,29 @@ pub struct Txn {
     /// Shared, not copied: a module that authenticates keeps the name it verified once
     /// and hands it to every transaction of that user without an allocation.
     user: Option<Arc<str>>,
-    current: usize,
+    /// The module whose callback runs (its index in the chain; a chain's indexes are
+    /// 16-bit).
+    current: u32,
     body_length_may_change: bool,
     whole_body: bool,
-    /// Made on first use: most transactions of most modules keep no state, set no
-    /// override and add no log field, and then a transaction allocates nothing and
-    /// stays small enough to move cheaply.
+    /// The first module's state, inline (see `states.rs`): a transaction whose
+    /// chain has one module with state allocates no more than that state.
+    states: States,
+    /// Inline rather than in the extras: the engine sets it for every transaction
+    /// whose chain listens to the log event, which would otherwise allocate them.
+    completion: Option<Completion>,
+    /// Made on first use: most transactions of most modules set no override, add no
+    /// log field and keep state for at most one module, and then a transaction
+    /// allocates nothing for them and stays small enough to move cheaply.
     extra: Option<Box<Extra>>,
 }
 
 #[derive(Default)]
 struct Extra {
-    states: Vec<Option<Box<dyn Any + Send>>>,
+    /// The states of modules beyond the inline one, by module index.
+    states: Vec<Option<State>>,
     cache: CacheOverrides,
     log_fields: Vec<(&'static str, String)>,
-    completion: Option<Completion>,
 }
 
 /// What `Txn::cache_overrides` reads before any module set one.
@@ -154,12 +167,10 @@ impl Txn {
     /// # Panics
     /// If the same module asks for two different types in one transaction.
     pub fn state<T: Default + Send + 'static>(&mut self) -> &mut T {
-        let current = self.current;
-        let states = &mut self.extra().states;
-        if states.len() <= current {
-            states.resize_with(current + 1, || None);
-        }
-        let slot = &mut states[current];
+        let extra = &mut self.extra;
+        let slot = self.states.slot(self.current, || {
+            &mut extra.get_or_insert_with(Box::default).states
+        });
         slot.get_or_insert_with(|| Box::new(T::default()))
             .downcast_mut::<T>()
             .expect("a module keeps one state type per transaction")
@@ -168,12 +179,8 @@ impl Txn {
     /// This module's state for this transaction if it made one, read-only: for the
     /// log event, which sees the transaction as `&Txn`.
     pub fn state_ref<T: Send + 'static>(&self) -> Option<&T> {
-        let extra = self.extra.as_ref()?;
-        extra
-            .states
-            .get(self.current)?
-            .as_ref()?
-            .downcast_ref::<T>()
+        let more = self.extra.as_ref().map(|e| &e.states[..]);
+        self.states.get(self.current, more)?.downcast_ref::<T>()
     }
 
     /// How the cache treats this transaction.
@@ -200,7 +207,7 @@ impl Txn {
     /// engine before the [`Log`](crate::Event::Log) event (and only when a module
     /// listens to it); `None` in every earlier event.
     pub fn completion(&self) -> Option<Completion> {
-        self.extra.as_ref().and_then(|e| e.completion)
+        self.completion
     }
 
     /// Declares, in a header event, that this module may change the length of the
@@ -251,6 +258,8 @@ pub mod engine {
             current: 0,
             body_length_may_change: false,
             whole_body: false,
+            states: States::default(),
+            completion: None,
             extra: None,
         }
     }
@@ -263,12 +272,13 @@ pub mod engine {
 
     /// Selects whose state [`Txn::state`] returns: the module at this index.
     pub fn set_current(txn: &mut Txn, module: usize) {
-        txn.current = module;
+        // A chain numbers its modules in 16 bits: this never truncates.
+        txn.current = module as u32;
     }
 
     /// Records how the transaction ended, for [`Txn::completion`] in the log event.
     pub fn set_completion(txn: &mut Txn, completion: Completion) {
-        txn.extra().completion = Some(completion);
+        txn.completion = Some(completion);
     }
 
     /// Clears the body declarations (length, whole body) between the response and
@@ -292,6 +302,22 @@ mod tests {
         assert_eq!(*t.state::<u32>(), 0);
         engine::set_current(&mut t, 0);
         assert_eq!(*t.state::<u32>(), 5);
+    }
+
+    #[test]
+    fn completion_reads_none_until_the_engine_sets_it() {
+        let mut t = engine::new_txn("127.0.0.1:1".parse().unwrap(), 1);
+        assert_eq!(t.completion(), None);
+        let done = Completion {
+            status: 200,
+            bytes_in: 0,
+            bytes_out: 1024,
+            outcome: Outcome::Hit,
+        };
+        engine::set_completion(&mut t, done);
+        assert_eq!(t.completion(), Some(done));
+        // Kept apart from the extras: overrides and fields still read empty.
+        assert!(t.log_fields().is_empty() && !t.cache_overrides().skip);
     }
 
     #[test]
