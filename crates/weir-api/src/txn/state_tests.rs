@@ -1,5 +1,5 @@
-//! Tests of `Txn::state` and `Txn::state_ref` over the inline slot and the states
-//! beyond it (`states.rs`), through the public API.
+//! Tests of `Txn::state` and `Txn::state_ref`, and of the extras a finished
+//! transaction leaves to the next one on its thread (`extra.rs`).
 
 use crate::engine;
 use crate::Txn;
@@ -17,7 +17,7 @@ fn fill(t: &mut Txn, modules: &[usize]) {
 }
 
 #[test]
-fn several_modules_keep_their_own_states_inline_and_beyond() {
+fn several_modules_keep_their_own_states() {
     // Made out of module order, more than fit inline: each finds its own again.
     let order = [5, 0, 7, 2, 1];
     let mut t = txn();
@@ -56,7 +56,7 @@ fn state_ref_reads_what_state_made() {
 
 #[test]
 #[should_panic(expected = "one state type per transaction")]
-fn two_types_in_one_transaction_panic_inline() {
+fn two_types_in_one_transaction_panic() {
     let mut t = txn();
     engine::set_current(&mut t, 0);
     *t.state::<u32>() = 1;
@@ -65,7 +65,7 @@ fn two_types_in_one_transaction_panic_inline() {
 
 #[test]
 #[should_panic(expected = "one state type per transaction")]
-fn two_types_in_one_transaction_panic_beyond_inline() {
+fn two_types_in_one_transaction_panic_among_several() {
     let mut t = txn();
     fill(&mut t, &[0, 1, 2]);
     engine::set_current(&mut t, 2);
@@ -86,4 +86,35 @@ fn states_are_dropped_with_the_transaction() {
     assert_eq!(Arc::strong_count(&alive), 5);
     drop(t);
     assert_eq!(Arc::strong_count(&alive), 1);
+}
+
+#[test]
+fn the_next_transaction_on_a_thread_starts_empty() {
+    use crate::{Completion, Outcome};
+    let mut first = txn();
+    fill(&mut first, &[0, 3]);
+    first.cache().skip = true;
+    first.cache().variant = Some("gzip".into());
+    first.cache().tags.push("t".into());
+    first.log_field("a", "b");
+    let done = Completion {
+        status: 200,
+        bytes_in: 0,
+        bytes_out: 1024,
+        outcome: Outcome::Hit,
+    };
+    engine::set_completion(&mut first, done);
+    assert_eq!(first.completion(), Some(done));
+    drop(first);
+    // Its extras are given back emptied and taken by the next transaction.
+    let mut next = txn();
+    assert_eq!(next.completion(), None);
+    next.log_field("c", "d");
+    assert_eq!(next.log_fields(), [("c", "d".to_string())]);
+    let cache = next.cache_overrides();
+    assert!(!cache.skip && cache.variant.is_none() && cache.tags.is_empty() && cache.ttl.is_none());
+    for m in [0, 3] {
+        engine::set_current(&mut next, m);
+        assert_eq!(next.state_ref::<usize>(), None, "module {m}");
+    }
 }
