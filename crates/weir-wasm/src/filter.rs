@@ -2,6 +2,7 @@
 //! events, one instance per transaction from a pool, and a failure (trap, deadline,
 //! memory limit) turned into the module failure the engine already handles.
 
+use std::cell::Cell;
 use std::sync::Mutex;
 
 use weir_api::http::{header, HeaderMap, StatusCode};
@@ -11,7 +12,7 @@ use weir_api::{
 };
 
 use crate::abi::{BufferType, MapType};
-use crate::head::Head;
+use crate::head::{request_ends, Head};
 use crate::host::PendingCall;
 use crate::options::Options;
 use crate::vm::{Template, Vm, ROOT};
@@ -34,9 +35,11 @@ pub(crate) struct Filter {
 /// The filter's part of a transaction: its instance and HTTP context.
 #[derive(Default)]
 struct Stream {
-    /// In a lock only because the log event sees the transaction read-only; every
-    /// other event reaches it without locking.
-    vm: Mutex<Option<Box<Vm>>>,
+    /// In a cell only because the log event sees the transaction read-only, and
+    /// takes the instance out through it. A cell rather than a lock: a module's state
+    /// need only be `Send` (one transaction runs on one thread at a time), and a lock
+    /// and its poisoning checks cost the log event about 40 instructions.
+    vm: Cell<Option<Box<Vm>>>,
     context: i32,
 }
 
@@ -44,15 +47,17 @@ struct Stream {
 /// in the same visit to the transaction's state as the call.
 #[derive(Default)]
 struct Left {
-    /// Set with `proxy_send_local_response`.
-    local: Option<Reply>,
+    /// Set with `proxy_send_local_response`. Boxed: a `Reply` inline made what
+    /// `with_stream` returns large enough that every callback copied it twice through
+    /// `memcpy` (about 60 instructions a callback), for an answer that is rare.
+    local: Option<Box<Reply>>,
     /// Asked for with `proxy_http_call`.
     calls: Vec<PendingCall>,
 }
 
 impl Stream {
     fn vm(&mut self) -> &mut Option<Box<Vm>> {
-        self.vm.get_mut().unwrap_or_else(|e| e.into_inner())
+        self.vm.get_mut()
     }
 }
 
@@ -156,7 +161,7 @@ impl Filter {
             let steer = host.steer.take();
             // Most callbacks leave neither: no move of an empty slot.
             if host.local_response.is_some() {
-                left.local = host.local_response.take();
+                left.local = host.local_response.take().map(Box::new);
             }
             if !host.calls.is_empty() {
                 left.calls = std::mem::take(&mut host.calls);
@@ -275,13 +280,18 @@ impl Filter {
     /// What the engine does after a callback: wait for the callouts it asked for (see
     /// `callout.rs`), answer with the filter's local response, or go on.
     fn after_callback<'a>(&'a self, txn: &'a mut Txn, head: Head<'a>, left: Left) -> Flow<'a> {
-        if let Some(reply) = left.local {
-            return Flow::Respond(reply);
+        let Left { local, calls } = left;
+        if let Some(reply) = local {
+            return Flow::Respond(*reply);
         }
-        if left.calls.is_empty() {
+        if calls.is_empty() {
+            // Never allocated (taken from the instance only when not empty), so there
+            // is nothing to free: forgetting it saves the call to its destructor that
+            // every callback otherwise made.
+            std::mem::forget(calls);
             return Flow::Continue;
         }
-        Flow::wait(self.callouts(txn, head, left.calls))
+        Flow::wait(self.callouts(txn, head, calls))
     }
 
     /// Sends `calls` together and hands each answer to `proxy_on_http_call_response`,
@@ -326,7 +336,7 @@ impl Filter {
                     Some(((), Ok(()), left)) => left,
                 };
                 if let Some(reply) = left.local {
-                    return Decision::Respond(reply);
+                    return Decision::Respond(*reply);
                 }
                 next.extend(left.calls);
             }
@@ -334,13 +344,6 @@ impl Filter {
         }
         Decision::Continue
     }
-}
-
-fn request_ends(request: &RequestHead) -> bool {
-    let h: &HeaderMap = &request.headers;
-    // Named by constant: a name given as text is parsed and matched first.
-    !h.contains_key(header::TRANSFER_ENCODING)
-        && h.get(header::CONTENT_LENGTH).is_none_or(|v| v == "0")
 }
 
 impl Module for Filter {
@@ -429,11 +432,11 @@ impl Module for Filter {
 
     fn on_log(&self, txn: &Txn) {
         // The log event sees the transaction read-only: the instance is taken out of
-        // the state through a shared cell.
+        // the state through its cell.
         let Some(stream) = txn.state_ref::<Stream>() else {
             return;
         };
-        let Some(mut vm) = stream.vm.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+        let Some(mut vm) = stream.vm.take() else {
             return;
         };
         let ctx = stream.context;

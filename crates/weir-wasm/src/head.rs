@@ -5,7 +5,7 @@
 //! a copy of the request line and headers, as Envoy keeps the request's header map
 //! for the stream's life: its response, body, callout and log callbacks read them.
 
-use weir_api::http::HeaderMap;
+use weir_api::http::{header, HeaderMap};
 use weir_api::{RequestHead, ResponseHead};
 
 use crate::host::Host;
@@ -103,6 +103,75 @@ impl Head<'_> {
                 response.status = host.status.unwrap_or(response.status);
             }
             Head::None => {}
+        }
+    }
+}
+
+/// Whether the request ends with its head: no `Transfer-Encoding`, and no
+/// `Content-Length` or one of 0 (the request headers callback's `end_of_stream`).
+pub(crate) fn request_ends(request: &RequestHead) -> bool {
+    let h: &HeaderMap = &request.headers;
+    if h.len() <= SHORT_HEAD {
+        // A short head's names are compared in turn (a standard name compares as a
+        // number), which costs less than hashing the two names to look them up.
+        let mut length_seen = false;
+        for (name, value) in h {
+            if name == header::TRANSFER_ENCODING {
+                return false;
+            }
+            // Only the first `Content-Length` counts, as `get` below reads it.
+            if name == header::CONTENT_LENGTH
+                && !std::mem::replace(&mut length_seen, true)
+                && value != "0"
+            {
+                return false;
+            }
+        }
+        return true;
+    }
+    // Named by constant: a name given as text is parsed and matched first.
+    !h.contains_key(header::TRANSFER_ENCODING)
+        && h.get(header::CONTENT_LENGTH).is_none_or(|v| v == "0")
+}
+
+/// Up to this many header fields, [`request_ends`] looks at each in turn.
+const SHORT_HEAD: usize = 8;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_api::http::{HeaderValue, Request};
+
+    fn request(fields: &[(&'static str, &'static str)], padding: usize) -> RequestHead {
+        let mut head = Request::new(()).into_parts().0;
+        for i in 0..padding {
+            let name = header::HeaderName::from_bytes(format!("x-pad-{i}").as_bytes()).unwrap();
+            head.headers.insert(name, HeaderValue::from_static("1"));
+        }
+        for (name, value) in fields {
+            head.headers.append(*name, HeaderValue::from_static(value));
+        }
+        head
+    }
+
+    #[test]
+    fn a_request_ends_with_its_head_short_or_long() {
+        // The same answers whether the names are compared in turn or looked up.
+        for padding in [0, SHORT_HEAD + 1] {
+            assert!(request_ends(&request(&[], padding)));
+            assert!(request_ends(&request(&[("content-length", "0")], padding)));
+            assert!(!request_ends(&request(&[("content-length", "5")], padding)));
+            assert!(!request_ends(&request(
+                &[("transfer-encoding", "chunked")],
+                padding
+            )));
+            let both = [("content-length", "0"), ("transfer-encoding", "chunked")];
+            assert!(!request_ends(&request(&both, padding)));
+            // The first Content-Length is the one read.
+            let two = [("content-length", "0"), ("content-length", "5")];
+            assert!(request_ends(&request(&two, padding)));
+            let two = [("content-length", "5"), ("content-length", "0")];
+            assert!(!request_ends(&request(&two, padding)));
         }
     }
 }

@@ -204,9 +204,13 @@ impl Host {
 
     /// Forgets what the last transaction left (an instance serves one after another).
     pub fn reset_transaction(&mut self) {
-        self.method = Method::GET;
-        self.uri = Uri::default();
-        self.request_headers = None;
+        // Only a filter whose heads enter the instance leaves a request line here, and
+        // it always leaves request headers too (a copy, or an empty map to write to):
+        // for the others, the line need not be dropped and made again.
+        if self.request_headers.take().is_some() {
+            self.method = Method::GET;
+            self.uri = Uri::default();
+        }
         self.request_sent = false;
         self.status = None;
         self.response_headers = None;
