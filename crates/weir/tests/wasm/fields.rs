@@ -19,21 +19,9 @@ async fn a_filter_reads_and_changes_trailers_both_ways() {
     let proxy = reverse_with_modules(&origin.base(), &section(&wasm, ""));
 
     // HTTP/2 carries every trailer field, declared or not.
-    let tcp = tokio::net::TcpStream::connect(proxy.reverse_addr())
-        .await
-        .unwrap();
-    let (client, connection) = h2::client::handshake(tcp).await.expect("h2 handshake");
-    tokio::spawn(connection);
-    let req = http::Request::get(proxy.reverse_url("/t"))
-        .body(())
-        .unwrap();
-    let mut client = client.ready().await.unwrap();
-    let (response, _) = client.send_request(req, true).unwrap();
-    let mut body = response.await.expect("the response").into_body();
-    while let Some(chunk) = body.data().await {
-        let _ = body.flow_control().release_capacity(chunk.unwrap().len());
-    }
-    let trailers = body.trailers().await.unwrap().expect("trailers");
+    let (_, body, trailers) = h2_get(&proxy, "/t").await;
+    assert_eq!(body, b"body");
+    let trailers = trailers.expect("trailers");
     assert_eq!(trailers.get("x-checksum").unwrap(), "c0ffee");
     assert_eq!(
         trailers.get("x-wasm-saw").unwrap(),
@@ -64,9 +52,12 @@ async fn a_filter_reads_and_changes_trailers_both_ways() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// An HTTP/2 GET of `path` on the proxy's reverse listener: the response head and
-/// body (prior knowledge).
-async fn h2_get(proxy: &Proxy, path: &str) -> (http::response::Parts, Vec<u8>) {
+/// An HTTP/2 GET of `path` on the proxy's reverse listener (prior knowledge): the
+/// response head, its body and its trailers.
+async fn h2_get(
+    proxy: &Proxy,
+    path: &str,
+) -> (http::response::Parts, Vec<u8>, Option<http::HeaderMap>) {
     let tcp = tokio::net::TcpStream::connect(proxy.reverse_addr())
         .await
         .unwrap();
@@ -84,7 +75,8 @@ async fn h2_get(proxy: &Proxy, path: &str) -> (http::response::Parts, Vec<u8>) {
         let _ = body.flow_control().release_capacity(chunk.len());
         data.extend_from_slice(&chunk);
     }
-    (head, data)
+    let trailers = body.trailers().await.expect("the trailers");
+    (head, data, trailers)
 }
 
 #[tokio::test]
@@ -95,7 +87,7 @@ async fn connection_fields_a_filter_adds_never_reach_an_http2_client() {
     origin.route("/c", Reply::ok("fine").cc("no-store"));
     let proxy = reverse_with_modules(&origin.base(), &section(&wasm, ""));
     // HTTP/2 forbids them: sent as they are, the client would reset the stream.
-    let (head, body) = h2_get(&proxy, "/c").await;
+    let (head, body, _) = h2_get(&proxy, "/c").await;
     assert_eq!((head.status.as_u16(), body.as_slice()), (200, &b"fine"[..]));
     for name in ["connection", "x-hop", "keep-alive"] {
         assert!(!head.headers.contains_key(name), "{name}: {head:?}");
