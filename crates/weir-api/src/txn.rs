@@ -127,8 +127,32 @@ pub struct Txn {
 // itself: that makes every transaction's `Txn` larger, with or without modules, and
 // a hit without modules measurably dearer (the place for its `Txn` moves with it).
 
-/// One module's state.
-type State = Box<dyn Any + Send>;
+/// One module's state, with what puts it back to its default. A finished
+/// transaction's states are reset in place (the old value dropped then, as before)
+/// and their boxes kept with the spare extras: the next transaction of the same
+/// module on this thread reuses the box instead of allocating one (about 70
+/// instructions a transaction, a tenth of what an empty proxy-wasm filter cost a
+/// hit).
+struct State {
+    value: Box<dyn Any + Send>,
+    reset: fn(&mut (dyn Any + Send)),
+    /// Made or reused by the current transaction; else a reset box, kept for reuse.
+    live: bool,
+}
+
+impl State {
+    fn new<T: Default + Send + 'static>() -> State {
+        State {
+            value: Box::new(T::default()),
+            reset: |value| {
+                if let Some(value) = value.downcast_mut::<T>() {
+                    *value = T::default();
+                }
+            },
+            live: true,
+        }
+    }
+}
 
 /// A transaction's extras.
 #[derive(Default)]
@@ -160,12 +184,16 @@ impl Extra {
             .unwrap_or_default()
     }
 
-    /// Empties these extras (the module states dropped, the vector's room kept) and
-    /// keeps them for this thread's next transaction.
+    /// Empties these extras (the module states reset, which drops their values, with
+    /// their boxes and the vector's room kept) and keeps them for this thread's next transaction.
     fn give_back(mut self: Box<Extra>) {
         // Emptied before the spares are borrowed: a state's destructor may itself
-        // finish a transaction.
-        self.states.clear();
+        // finish a transaction. The states' boxes stay, reset (see `State`).
+        for state in self.states.iter_mut().flatten() {
+            if std::mem::take(&mut state.live) {
+                (state.reset)(&mut *state.value);
+            }
+        }
         if self.cache.ttl.is_some()
             || self.cache.skip
             || self.cache.variant.is_some()
@@ -236,7 +264,15 @@ impl Txn {
             states.resize_with(current + 1, || None);
         }
         let slot = &mut states[current];
-        slot.get_or_insert_with(|| Box::new(T::default()))
+        match slot {
+            // A box an earlier transaction left, reset, of this type: reused.
+            Some(state) if !state.live && state.value.is::<T>() => state.live = true,
+            Some(state) if state.live => {}
+            _ => *slot = Some(State::new::<T>()),
+        }
+        let state = slot.as_mut().expect("made above");
+        state
+            .value
             .downcast_mut::<T>()
             .expect("a module keeps one state type per transaction")
     }
@@ -245,11 +281,11 @@ impl Txn {
     /// log event, which sees the transaction as `&Txn`.
     pub fn state_ref<T: Send + 'static>(&self) -> Option<&T> {
         let extra = self.extra.as_ref()?;
-        extra
-            .states
-            .get(self.current)?
-            .as_ref()?
-            .downcast_ref::<T>()
+        let state = extra.states.get(self.current)?.as_ref()?;
+        match state.live {
+            true => state.value.downcast_ref::<T>(),
+            false => None,
+        }
     }
 
     /// How the cache treats this transaction.

@@ -5,14 +5,14 @@
 use std::cell::Cell;
 use std::sync::Mutex;
 
-use weir_api::http::{header, HeaderMap, StatusCode};
+use weir_api::http::HeaderMap;
 use weir_api::{
     BodyChunk, Bytes, CacheLookup, Counter, Decision, Events, Flow, Module, Reply, RequestHead,
     ResponseHead, Timer, Txn,
 };
 
 use crate::abi::{BufferType, MapType};
-use crate::head::{request_ends, Head};
+use crate::head::{request_ends, response_ends, Head};
 use crate::host::PendingCall;
 use crate::options::Options;
 use crate::vm::{Template, Vm, ROOT};
@@ -253,12 +253,7 @@ impl Filter {
             txn.whole_body();
             txn.body_length_may_change();
         }
-        let end = response.status == StatusCode::NO_CONTENT
-            || response.status == StatusCode::NOT_MODIFIED
-            || response
-                .headers
-                .get(header::CONTENT_LENGTH)
-                .is_some_and(|v| v == "0");
+        let end = response_ends(response);
         let count = response.headers.len();
         let mut head = Head::Response(response);
         let heads = self.template.heads;

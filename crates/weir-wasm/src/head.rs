@@ -5,7 +5,7 @@
 //! a copy of the request line and headers, as Envoy keeps the request's header map
 //! for the stream's life: its response, body, callout and log callbacks read them.
 
-use weir_api::http::{header, HeaderMap};
+use weir_api::http::{header, HeaderMap, StatusCode};
 use weir_api::{RequestHead, ResponseHead};
 
 use crate::host::Host;
@@ -57,7 +57,9 @@ pub(crate) enum Head<'a> {
 }
 
 impl Head<'_> {
-    /// Moves the head into the instance for a call.
+    /// Moves the head into the instance for a call. Swapped with the instance's empty
+    /// line and maps rather than taken: nothing is made or dropped (taking and
+    /// putting back cost a filter that adds a header about 300 instructions a hit).
     #[inline]
     pub(crate) fn enter(&mut self, host: &mut Host, heads: HeadUse) {
         if heads == HeadUse::None {
@@ -65,13 +67,15 @@ impl Head<'_> {
         }
         match self {
             Head::Request(request) => {
-                host.method = std::mem::take(&mut request.method);
-                host.uri = std::mem::take(&mut request.uri);
-                host.request_headers = Some(std::mem::take(&mut request.headers));
+                std::mem::swap(&mut host.method, &mut request.method);
+                std::mem::swap(&mut host.uri, &mut request.uri);
+                std::mem::swap(&mut host.request_headers, &mut request.headers);
+                host.request_in = true;
             }
             Head::Response(response) => {
                 host.status = Some(response.status);
-                host.response_headers = Some(std::mem::take(&mut response.headers));
+                std::mem::swap(&mut host.response_headers, &mut response.headers);
+                host.response_in = true;
             }
             Head::None => {}
         }
@@ -88,18 +92,18 @@ impl Head<'_> {
             Head::Request(request) if heads == HeadUse::Read => {
                 request.method = host.method.clone();
                 request.uri = host.uri.clone();
-                request.headers = host.request_headers.clone().unwrap_or_default();
+                request.headers = host.request_headers.clone();
             }
+            // The instance gets its empty line and map back, which its writes after
+            // the request phase go to.
             Head::Request(request) => {
-                request.method = std::mem::take(&mut host.method);
-                request.uri = std::mem::take(&mut host.uri);
-                request.headers = host
-                    .request_headers
-                    .replace(HeaderMap::new())
-                    .unwrap_or_default();
+                std::mem::swap(&mut host.method, &mut request.method);
+                std::mem::swap(&mut host.uri, &mut request.uri);
+                std::mem::swap(&mut host.request_headers, &mut request.headers);
             }
             Head::Response(response) => {
-                response.headers = host.response_headers.take().unwrap_or_default();
+                std::mem::swap(&mut host.response_headers, &mut response.headers);
+                host.response_in = false;
                 response.status = host.status.unwrap_or(response.status);
             }
             Head::None => {}
@@ -134,13 +138,31 @@ pub(crate) fn request_ends(request: &RequestHead) -> bool {
         && h.get(header::CONTENT_LENGTH).is_none_or(|v| v == "0")
 }
 
-/// Up to this many header fields, [`request_ends`] looks at each in turn.
+/// Whether the response ends with its head (the response headers callback's
+/// `end_of_stream`): 204, 304, or a `Content-Length` of 0.
+pub(crate) fn response_ends(response: &ResponseHead) -> bool {
+    if response.status == StatusCode::NO_CONTENT || response.status == StatusCode::NOT_MODIFIED {
+        return true;
+    }
+    let h: &HeaderMap = &response.headers;
+    if h.len() <= SHORT_HEAD {
+        // As in `request_ends`: the first `Content-Length` is the one `get` reads.
+        return h
+            .iter()
+            .find(|(name, _)| *name == header::CONTENT_LENGTH)
+            .is_some_and(|(_, v)| v == "0");
+    }
+    h.get(header::CONTENT_LENGTH).is_some_and(|v| v == "0")
+}
+
+/// Up to this many header fields, [`request_ends`] and [`response_ends`] look at
+/// each in turn.
 const SHORT_HEAD: usize = 8;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use weir_api::http::{HeaderValue, Request};
+    use weir_api::http::{HeaderValue, Request, Response};
 
     fn request(fields: &[(&'static str, &'static str)], padding: usize) -> RequestHead {
         let mut head = Request::new(()).into_parts().0;
@@ -172,6 +194,27 @@ mod tests {
             assert!(request_ends(&request(&two, padding)));
             let two = [("content-length", "5"), ("content-length", "0")];
             assert!(!request_ends(&request(&two, padding)));
+        }
+    }
+
+    #[test]
+    fn a_response_ends_with_its_head_short_or_long() {
+        for padding in [0, SHORT_HEAD + 1] {
+            let response = |status: u16, fields: &[(&'static str, &'static str)]| {
+                let mut head = Response::new(()).into_parts().0;
+                head.status = StatusCode::from_u16(status).unwrap();
+                head.headers = request(fields, padding).headers;
+                head
+            };
+            assert!(!response_ends(&response(200, &[])));
+            assert!(response_ends(&response(200, &[("content-length", "0")])));
+            assert!(!response_ends(&response(200, &[("content-length", "9")])));
+            assert!(response_ends(&response(204, &[])));
+            assert!(response_ends(&response(304, &[("content-length", "9")])));
+            let two = [("content-length", "0"), ("content-length", "5")];
+            assert!(response_ends(&response(200, &two)));
+            let two = [("content-length", "5"), ("content-length", "0")];
+            assert!(!response_ends(&response(200, &two)));
         }
     }
 }

@@ -7,6 +7,7 @@ use weir_api::http::{HeaderMap, Method, StatusCode, Uri};
 
 use crate::abi::{MapType, Status};
 use crate::host::Host;
+use crate::recent::Recent;
 
 /// The pseudo-headers of the map, as (name, value).
 fn pseudo(host: &Host, map: MapType) -> Vec<(&'static str, String)> {
@@ -50,14 +51,14 @@ pub(crate) fn authority(host: &Host) -> Option<String> {
     if let Some(a) = host.uri.authority() {
         return Some(a.as_str().to_string());
     }
-    let h = host.request_headers.as_ref()?.get("host")?;
+    let h = map(host, MapType::RequestHeaders)?.get(weir_api::http::header::HOST)?;
     h.to_str().ok().map(str::to_string)
 }
 
 fn map(host: &Host, map: MapType) -> Option<&HeaderMap> {
     match map {
-        MapType::RequestHeaders => host.request_headers.as_ref(),
-        MapType::ResponseHeaders => host.response_headers.as_ref(),
+        MapType::RequestHeaders => host.request_in.then_some(&host.request_headers),
+        MapType::ResponseHeaders => host.response_in.then_some(&host.response_headers),
         MapType::HttpCallResponseHeaders => host.callout.as_ref().map(|c| &c.headers),
         MapType::RequestTrailers | MapType::ResponseTrailers => match &host.trailers {
             Some((which, trailers)) if *which == map => Some(trailers),
@@ -70,12 +71,9 @@ fn map(host: &Host, map: MapType) -> Option<&HeaderMap> {
 fn map_mut(host: &mut Host, map: MapType) -> Result<&mut HeaderMap, Status> {
     match map {
         // After the request phase a filter that cannot read heads kept no copy: its
-        // writes go to an empty map, made only then (see `head.rs`).
-        MapType::RequestHeaders if host.request_sent => {
-            Some(host.request_headers.get_or_insert_with(HeaderMap::new))
-        }
-        MapType::RequestHeaders => host.request_headers.as_mut(),
-        MapType::ResponseHeaders => host.response_headers.as_mut(),
+        // writes go to the instance's empty map (see `head.rs`).
+        MapType::RequestHeaders if host.request_in => Some(&mut host.request_headers),
+        MapType::ResponseHeaders if host.response_in => Some(&mut host.response_headers),
         MapType::RequestTrailers | MapType::ResponseTrailers => match &mut host.trailers {
             Some((which, trailers)) if *which == map => Some(trailers),
             _ => None,
@@ -119,9 +117,15 @@ pub(crate) fn get(host: &Host, which: MapType, key: &str) -> Result<Vec<u8>, Sta
     Ok(out)
 }
 
-fn name_value(key: &[u8], value: &[u8]) -> Result<(HeaderName, HeaderValue), Status> {
-    let name = HeaderName::from_bytes(key).map_err(|_| Status::BadArgument)?;
-    let value = HeaderValue::from_bytes(value).map_err(|_| Status::BadArgument)?;
+/// A name and a value as a filter wrote them, parsed (or recently parsed, see
+/// `recent.rs`).
+fn name_value(
+    recent: &mut Recent,
+    key: &[u8],
+    value: &[u8],
+) -> Result<(HeaderName, HeaderValue), Status> {
+    let name = recent.name(key).ok_or(Status::BadArgument)?;
+    let value = recent.value(value).ok_or(Status::BadArgument)?;
     Ok((name, value))
 }
 
@@ -146,7 +150,7 @@ fn set_pseudo(host: &mut Host, key: &str, value: &[u8]) -> Result<(), Status> {
                 map_mut(host, MapType::RequestHeaders)?.insert("host", v);
             }
         }
-        ":status" if host.response_headers.is_some() => {
+        ":status" if host.response_in => {
             host.status = Some(StatusCode::from_bytes(value).map_err(|_| Status::BadArgument)?);
         }
         _ => return Err(Status::BadArgument),
@@ -185,7 +189,7 @@ fn set(
             value,
         );
     }
-    let (name, value) = name_value(key, value)?;
+    let (name, value) = name_value(&mut host.recent, key, value)?;
     let map = map_mut(host, which)?;
     if append {
         map.append(name, value);
@@ -200,7 +204,7 @@ pub(crate) fn remove(host: &mut Host, which: MapType, key: &[u8]) -> Result<(), 
     if key.first() == Some(&b':') {
         return Ok(());
     }
-    let name = HeaderName::from_bytes(key).map_err(|_| Status::BadArgument)?;
+    let name = host.recent.name(key).ok_or(Status::BadArgument)?;
     map_mut(host, which)?.remove(name);
     Ok(())
 }
@@ -216,7 +220,7 @@ pub(crate) fn set_pairs(
         if k.first() == Some(&b':') {
             set_pseudo(host, &String::from_utf8_lossy(k).to_ascii_lowercase(), v)?;
         } else {
-            let (name, value) = name_value(k, v)?;
+            let (name, value) = name_value(&mut host.recent, k, v)?;
             fresh.append(name, value);
         }
     }

@@ -140,16 +140,19 @@ pub(crate) struct Host {
     /// The request line, for `:method`, `:path`, `:authority` and properties.
     pub method: Method,
     pub uri: Uri,
-    /// The request headers: during request callbacks, and after them a copy kept
-    /// for filters that read heads (see `head.rs`).
-    pub request_headers: Option<HeaderMap>,
-    /// The request headers callback has returned: request header writes from then on
-    /// change only the instance's copy (or an empty map made for them).
-    pub request_sent: bool,
+    /// The request headers, when `request_in`: during request callbacks, and after
+    /// them a copy kept for filters that read heads, or the empty map that a filter
+    /// which cannot read writes to (see `head.rs`). Otherwise an empty map, which
+    /// `head.rs` swaps with the transaction's.
+    pub request_headers: HeaderMap,
+    /// The request line and headers entered the instance in this transaction.
+    pub request_in: bool,
     /// The response status, once known.
     pub status: Option<StatusCode>,
-    /// The response headers, during a response callback.
-    pub response_headers: Option<HeaderMap>,
+    /// The response headers, during a response callback (`response_in`); otherwise
+    /// an empty map, swapped with the transaction's as the request's is.
+    pub response_headers: HeaderMap,
+    pub response_in: bool,
     /// The trailers (request's or response's, as the map type says), during a trailers
     /// callback.
     pub trailers: Option<(crate::abi::MapType, HeaderMap)>,
@@ -169,6 +172,9 @@ pub(crate) struct Host {
     pub next_token: u32,
     /// The answer being handed to `proxy_on_http_call_response`.
     pub callout: Option<Callout>,
+    /// Header names and values the filter wrote lately, parsed: kept from one
+    /// transaction to the next.
+    pub recent: crate::recent::Recent,
 }
 
 impl Host {
@@ -180,10 +186,11 @@ impl Host {
             shared,
             method: Method::GET,
             uri: Uri::default(),
-            request_headers: None,
-            request_sent: false,
+            request_headers: HeaderMap::new(),
+            request_in: false,
             status: None,
-            response_headers: None,
+            response_headers: HeaderMap::new(),
+            response_in: false,
             trailers: None,
             body: None,
             call_data: Vec::new(),
@@ -194,6 +201,7 @@ impl Host {
             calls: Vec::new(),
             next_token: 0,
             callout: None,
+            recent: Default::default(),
         }
     }
 
@@ -204,16 +212,16 @@ impl Host {
 
     /// Forgets what the last transaction left (an instance serves one after another).
     pub fn reset_transaction(&mut self) {
-        // Only a filter whose heads enter the instance leaves a request line here, and
-        // it always leaves request headers too (a copy, or an empty map to write to):
-        // for the others, the line need not be dropped and made again.
-        if self.request_headers.take().is_some() {
+        // Only a filter whose heads enter the instance leaves a request line and
+        // headers here (a copy, or what it wrote after the request phase): for the
+        // others, nothing need be dropped and made again.
+        if std::mem::take(&mut self.request_in) {
             self.method = Method::GET;
             self.uri = Uri::default();
+            self.request_headers.clear();
         }
-        self.request_sent = false;
         self.status = None;
-        self.response_headers = None;
+        self.response_in = false;
         self.trailers = None;
         self.body = None;
         self.client = None;

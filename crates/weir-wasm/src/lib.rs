@@ -30,6 +30,7 @@ mod imports;
 mod memory;
 mod options;
 mod properties;
+mod recent;
 mod settings;
 mod trampoline;
 mod vm;

@@ -118,3 +118,24 @@ fn the_next_transaction_on_a_thread_starts_empty() {
         assert_eq!(next.state_ref::<usize>(), None, "module {m}");
     }
 }
+
+#[test]
+fn a_reused_state_starts_from_its_default_and_may_change_type() {
+    let mut first = txn();
+    engine::set_current(&mut first, 0);
+    first.state::<String>().push_str("first");
+    engine::set_current(&mut first, 1);
+    *first.state::<u64>() = 7;
+    drop(first);
+    // The same thread's next transaction: module 0 finds an empty string again, and
+    // module 1, now keeping another type (a reloaded configuration), gets one.
+    let mut next = txn();
+    engine::set_current(&mut next, 0);
+    assert_eq!(next.state_ref::<String>(), None, "not made yet in this one");
+    assert_eq!(next.state::<String>(), "");
+    engine::set_current(&mut next, 1);
+    assert_eq!(*next.state::<u8>(), 0);
+    *next.state::<u8>() = 3;
+    assert_eq!(next.state_ref::<u8>(), Some(&3));
+    assert_eq!(next.state_ref::<u64>(), None);
+}
