@@ -159,6 +159,13 @@ pub trait ContentManager: Send + Sync {
     /// # }
     /// ```
     ///
+    /// Trailer fields go in [`Trailers`] in the request's extensions: they are sent
+    /// after the body (chunked to an HTTP/1.1 service, with a `Trailer` field naming
+    /// them unless the request has one). A `GET`, `HEAD` or `CONNECT` call with
+    /// trailers fails: such a request goes to an HTTP/1.1 service without a body. The service's trailers, when it sent any, are
+    /// in the response's extensions as [`Trailers`]; an HTTP/1.1 service sends them
+    /// only to a request with `TE: trailers`.
+    ///
     /// Added after the other calls: the default answers [`ContentError::Origin`], so
     /// an implementation written before it still compiles.
     fn call<'a>(
@@ -170,6 +177,23 @@ pub trait ContentManager: Send + Sync {
         Box::pin(async { Err(ContentError::Origin("calls are not supported here".into())) })
     }
 }
+
+/// Trailer fields of a [`ContentManager::call`]: in the request's extensions, what is
+/// sent after its body; in the response's, what the service sent after its body.
+///
+/// ```
+/// use weir_api::http::{HeaderMap, HeaderValue, Request};
+/// use weir_api::{Bytes, Trailers};
+///
+/// let mut trailers = HeaderMap::new();
+/// trailers.insert("x-checksum", HeaderValue::from_static("abc"));
+/// let mut request = Request::post("http://service.internal/upload")
+///     .body(Bytes::from_static(b"data"))
+///     .unwrap();
+/// request.extensions_mut().insert(Trailers(trailers));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Trailers(pub HeaderMap);
 
 /// The longest response body [`ContentManager::call`] returns (16 MiB).
 pub const CALL_BODY_LIMIT: usize = 16 << 20;

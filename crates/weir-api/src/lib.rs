@@ -56,7 +56,7 @@ mod txn;
 pub use body::{BodyChunk, WholeBody};
 pub use content::{
     BodyReader, BytesBody, ContentError, ContentFuture, ContentManager, ObjectInfo, StoredResponse,
-    CALL_BODY_LIMIT,
+    Trailers, CALL_BODY_LIMIT,
 };
 pub use context::{AdminReport, Counter, MetricsRegistry, ModuleContext, Spawner};
 pub use events::{Event, Events};

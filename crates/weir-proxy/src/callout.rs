@@ -1,12 +1,13 @@
 //! Calls that modules make to other services ([`weir_api::ContentManager::call`]):
 //! one request through the engine's upstream pools, past the cache and every module,
-//! its whole response returned. Beside `content.rs`, which answers the call with it.
+//! its whole response returned, trailers both ways ([`weir_api::Trailers`]). Beside `content.rs`, which answers the call with it.
 
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::{header, HeaderValue, Request, Response};
-use weir_api::{ContentError, CALL_BODY_LIMIT};
+use http::{header, HeaderValue, Method, Request, Response};
+use http_body::Frame;
+use weir_api::{ContentError, Trailers, CALL_BODY_LIMIT};
 
 use crate::body::RequestBody;
 use crate::engine::Engine;
@@ -29,9 +30,34 @@ pub(crate) async fn call(
     // The pools take origin-form requests.
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     parts.uri = path.parse().map_err(|_| bad())?;
-    let body = match body.is_empty() {
-        true => RequestBody::Empty,
-        false => RequestBody::Buffered(Some(body)),
+    let trailers = parts
+        .extensions
+        .remove::<Trailers>()
+        .filter(|t| !t.0.is_empty());
+    if trailers.is_some() && [Method::GET, Method::HEAD, Method::CONNECT].contains(&parts.method) {
+        // hyper sends these to an HTTP/1.1 service without a body: refused rather
+        // than sent without the trailers.
+        return Err(ContentError::Origin(format!(
+            "a {} call carries no body, so no trailers",
+            parts.method
+        )));
+    }
+    let body = match (trailers, body.is_empty()) {
+        (Some(Trailers(trailers)), _) => {
+            // hyper sends an HTTP/1.1 body's trailers only when `Trailer` names them.
+            if !parts.headers.contains_key(header::TRAILER) {
+                let names: Vec<&str> = trailers.keys().map(|n| n.as_str()).collect();
+                // Field names joined by commas always make a valid value.
+                let value = HeaderValue::from_str(&names.join(", "))
+                    .map_err(|e| ContentError::Origin(e.to_string()))?;
+                parts.headers.insert(header::TRAILER, value);
+            }
+            let data = (!body.is_empty()).then(|| Ok(Frame::data(body)));
+            let frames = data.into_iter().chain([Ok(Frame::trailers(trailers))]);
+            RequestBody::Streamed(Box::pin(futures_util::stream::iter(frames)))
+        }
+        (None, true) => RequestBody::Empty,
+        (None, false) => RequestBody::Buffered(Some(body)),
     };
     let exchange = async {
         let response = engine
@@ -50,7 +76,11 @@ pub(crate) async fn call(
             }
             whole.extend_from_slice(&chunk);
         }
-        Ok(Response::from_parts(head, whole.freeze()))
+        let mut response = Response::from_parts(head, whole.freeze());
+        if let Some(trailers) = body.take_trailers() {
+            response.extensions_mut().insert(Trailers(trailers));
+        }
+        Ok(response)
     };
     match tokio::time::timeout(timeout, exchange).await {
         Ok(result) => result,

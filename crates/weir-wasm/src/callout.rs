@@ -2,7 +2,9 @@
 //! during a callback; when the callback returns, the filter's module waits for the
 //! answers (through the engine's upstream pools, [`weir_api::ContentManager::call`])
 //! and hands each to `proxy_on_http_call_response`, where the filter reads it as
-//! map type 6 (`HttpCallResponseHeaders`) and buffer type 4 (`HttpCallResponseBody`).
+//! map type 6 (`HttpCallResponseHeaders`), buffer type 4 (`HttpCallResponseBody`) and
+//! map type 7 (`HttpCallResponseTrailers`). A call's own trailers (the `trailers`
+//! pairs of `proxy_http_call`) are sent after its body.
 //!
 //! The `upstream` argument names where the request goes: `host:port`, or a base URL
 //! (`http://host:port`, `https://host`). Envoy names a configured cluster there; Weir
@@ -13,7 +15,7 @@ use std::time::Duration;
 use wasmtime::{Caller, Linker};
 use weir_api::http::header::{HeaderName, HeaderValue};
 use weir_api::http::{HeaderMap, Request};
-use weir_api::Bytes;
+use weir_api::{Bytes, Trailers};
 
 use crate::abi::{self, status, HostResult, Status};
 use crate::host::{Callout, Host, PendingCall};
@@ -34,8 +36,8 @@ pub(crate) fn link(linker: &mut Linker<Host>) -> wasmtime::Result<()> {
          hl: i32,
          bp: i32,
          bl: i32,
-         _tp: i32,
-         _tl: i32,
+         tp: i32,
+         tl: i32,
          timeout_ms: i32,
          token_ptr: i32| {
             status(http_call(
@@ -43,6 +45,7 @@ pub(crate) fn link(linker: &mut Linker<Host>) -> wasmtime::Result<()> {
                 (up, ul),
                 (hp, hl),
                 (bp, bl),
+                (tp, tl),
                 timeout_ms,
                 token_ptr,
             ))
@@ -56,13 +59,26 @@ fn http_call(
     upstream: (i32, i32),
     headers: (i32, i32),
     body: (i32, i32),
+    trailers: (i32, i32),
     timeout_ms: i32,
     token_ptr: i32,
 ) -> HostResult {
     let upstream = memory::read_str(c, upstream.0, upstream.1)?;
     let pairs = abi::deserialize_pairs(&memory::read(c, headers.0, headers.1)?)?;
     let body = memory::read(c, body.0, body.1)?;
-    let request = build_request(&upstream, pairs, body)?;
+    let mut request = build_request(&upstream, pairs, body)?;
+    if trailers.1 > 0 {
+        let pairs = abi::deserialize_pairs(&memory::read(c, trailers.0, trailers.1)?)?;
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            let name = HeaderName::from_bytes(&name).map_err(|_| Status::BadArgument)?;
+            let value = HeaderValue::from_bytes(&value).map_err(|_| Status::BadArgument)?;
+            map.append(name, value);
+        }
+        if !map.is_empty() {
+            request.extensions_mut().insert(Trailers(map));
+        }
+    }
     let timeout = match timeout_ms as u32 {
         0 => DEFAULT_TIMEOUT,
         ms => Duration::from_millis(ms.into()),
@@ -132,11 +148,13 @@ fn build_request(
 pub(crate) fn answer(result: Result<weir_api::http::Response<Bytes>, String>) -> Callout {
     match result {
         Ok(response) => {
-            let (head, body) = response.into_parts();
+            let (mut head, body) = response.into_parts();
+            let trailers = head.extensions.remove::<Trailers>().unwrap_or_default();
             Callout {
                 status: Some(head.status),
                 headers: head.headers,
                 body: body.to_vec(),
+                trailers: trailers.0,
             }
         }
         Err(e) => {
@@ -145,6 +163,7 @@ pub(crate) fn answer(result: Result<weir_api::http::Response<Bytes>, String>) ->
                 status: None,
                 headers: HeaderMap::new(),
                 body: Vec::new(),
+                trailers: HeaderMap::new(),
             }
         }
     }
@@ -206,7 +225,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_call_has_no_status_headers_or_body() {
+    fn a_failed_call_has_no_status_headers_body_or_trailers() {
         let failed = answer(Err("refused".into()));
         assert_eq!(failed.field_count(), 0);
         let mut response = weir_api::http::Response::new(Bytes::from_static(b"ok"));
@@ -214,11 +233,19 @@ mod tests {
         response
             .headers_mut()
             .insert("x-a", HeaderValue::from_static("1"));
+        let mut trailers = HeaderMap::new();
+        trailers.insert("x-t", HeaderValue::from_static("2"));
+        response.extensions_mut().insert(Trailers(trailers.clone()));
         let got = answer(Ok(response));
         assert_eq!(
             (got.status, got.field_count()),
             (Some(StatusCode::FORBIDDEN), 2)
         );
         assert_eq!(got.body, b"ok");
+        assert_eq!(
+            got.trailers, trailers,
+            "the answer's trailers, for map type 7"
+        );
+        assert!(failed.trailers.is_empty());
     }
 }

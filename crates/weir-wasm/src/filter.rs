@@ -314,10 +314,11 @@ impl Filter {
                 let heads = self.template.heads;
                 let back = self.with_stream(txn, false, |vm, ctx| {
                     let (fields, body) = (answer.field_count(), answer.body.len());
+                    let trailers = answer.trailers.len() as i32;
                     let host = vm.store.data_mut();
                     host.callout = Some(answer);
                     head.enter(host, heads);
-                    let args = (ctx, token as i32, fields as i32, body as i32, 0);
+                    let args = (ctx, token as i32, fields as i32, body as i32, trailers);
                     let r = vm.call(|e| e.http_call_response.as_ref(), args).map(drop);
                     let host = vm.store.data_mut();
                     head.leave(host, heads);

@@ -64,7 +64,7 @@ fn map(host: &Host, map: MapType) -> Option<&HeaderMap> {
             Some((which, trailers)) if *which == map => Some(trailers),
             _ => None,
         },
-        MapType::HttpCallResponseTrailers => None,
+        MapType::HttpCallResponseTrailers => host.callout.as_ref().map(|c| &c.trailers),
     }
 }
 

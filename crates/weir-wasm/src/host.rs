@@ -108,6 +108,7 @@ pub(crate) struct Callout {
     pub status: Option<StatusCode>,
     pub headers: HeaderMap,
     pub body: Vec<u8>,
+    pub trailers: HeaderMap,
 }
 
 impl CacheSteer {

@@ -74,3 +74,59 @@ async fn a_failed_callout_is_answered_without_headers() {
     assert_eq!(seen.header_all("x-callout"), ["failed"]);
     assert!(seen.header_all("x-callout-status").is_empty());
 }
+
+#[tokio::test]
+async fn a_callout_sends_trailers_and_reads_the_answers() {
+    let dir = TempDir::new("wasm-callout-trailers");
+    let wasm = filters::write(dir.path(), "trailers", filters::CALLOUT_TRAILERS);
+    let origin = TestOrigin::start();
+    origin.route("/page", Reply::ok("page"));
+    let client = direct_client();
+    // A service that answers with a trailer, then one that answers without.
+    for (answer, expected) in [(Some("yes"), "yes"), (None, "none")] {
+        let service = TestOrigin::start();
+        let reply = Reply::ok("granted");
+        service.route(
+            "/auth",
+            match answer {
+                Some(value) => reply.trailer("x-answer-trailer", value),
+                None => reply,
+            },
+        );
+        let config = format!("configuration = \"127.0.0.1:{}\"", service.port());
+        let proxy = reverse_with_modules(&origin.base(), &section(&wasm, &config));
+        let r = get(&client, &proxy.reverse_url("/page"), &[]).await;
+        assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "page"));
+        let seen = origin
+            .last("/page")
+            .expect("the request reached the origin");
+        assert_eq!(seen.header_all("x-callout-trailer"), [expected]);
+        // The call's own trailer reached the service after its (empty) body.
+        let call = service.last("/auth").expect("the call reached the service");
+        assert_eq!(
+            call.trailers,
+            [("x-call-trailer".to_string(), "sent".to_string())]
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_head_callout_with_trailers_fails_instead_of_losing_them() {
+    // HEAD, as long as POST: the serialized pairs keep their sizes.
+    let dir = TempDir::new("wasm-callout-head-trailers");
+    let text = filters::CALLOUT_TRAILERS.replace(":method\\00POST", ":method\\00HEAD");
+    assert_ne!(text, filters::CALLOUT_TRAILERS);
+    let wasm = filters::write(dir.path(), "trailers", &text);
+    let service = TestOrigin::start();
+    service.route("/auth", Reply::ok("granted"));
+    let origin = TestOrigin::start();
+    origin.route("/page", Reply::ok("page"));
+    let config = format!("configuration = \"127.0.0.1:{}\"", service.port());
+    let proxy = reverse_with_modules(&origin.base(), &section(&wasm, &config));
+    let r = get(&direct_client(), &proxy.reverse_url("/page"), &[]).await;
+    assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "page"));
+    // The call failed before it was sent: answered without headers or trailers.
+    assert_eq!(service.count("/auth"), 0);
+    let seen = origin.last("/page").unwrap();
+    assert_eq!(seen.header_all("x-callout-trailer"), ["none"]);
+}

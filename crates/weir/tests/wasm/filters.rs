@@ -283,6 +283,31 @@ pub const CALLOUT: &str = r#"
     (drop (call $continue (i32.const 0))))
 "#;
 
+/// POSTs to the service named by its configuration an empty body with a trailer
+/// (`x-call-trailer: sent`), and `TE: trailers`; adds to the request `x-callout-trailer` with the
+/// answer's `x-answer-trailer` trailer (map type 7), or `none` when the callback was
+/// told of no trailers.
+pub const CALLOUT_TRAILERS: &str = r#"
+  (data (i32.const 64) "x-answer-trailer")
+  (data (i32.const 96) "x-callout-trailer")
+  (data (i32.const 160) "none")
+  (data (i32.const 256) "\04\00\00\00\07\00\00\00\04\00\00\00\05\00\00\00\05\00\00\00\0a\00\00\00\04\00\00\00\02\00\00\00\08\00\00\00:method\00POST\00:path\00/auth\00:authority\00auth\00te\00trailers\00")
+  (data (i32.const 384) "\01\00\00\00\0e\00\00\00\04\00\00\00x-call-trailer\00sent\00")
+  (func (export "proxy_on_request_headers") (param i32 i32 i32) (result i32)
+    (drop (call $http_call (global.get $conf_p) (global.get $conf_l) (i32.const 256) (i32.const 89)
+      (i32.const 0) (i32.const 0) (i32.const 384) (i32.const 32) (i32.const 2000) (i32.const 16)))
+    (i32.const 1))
+  (func (export "proxy_on_http_call_response") (param i32 i32 i32 i32) (param $trailers i32)
+    (if (i32.eqz (local.get $trailers))
+      (then
+        (drop (call $add_header (i32.const 0) (i32.const 96) (i32.const 17) (i32.const 160) (i32.const 4)))
+        (drop (call $continue (i32.const 0)))
+        (return)))
+    (if (i32.eqz (call $get_header (i32.const 7) (i32.const 64) (i32.const 16) (i32.const 0) (i32.const 4)))
+      (then (drop (call $add_header (i32.const 0) (i32.const 96) (i32.const 17) (i32.load (i32.const 0)) (i32.load (i32.const 4))))))
+    (drop (call $continue (i32.const 0))))
+"#;
+
 /// Reads the request after the request phase: at response headers, copies the
 /// request's `x-req` into the response as `x-req-echo`, and adds `x-late-write` to the
 /// request (which must answer `Ok`), then copies what it reads back of it into the
