@@ -54,11 +54,23 @@ impl ProxyBody {
         Self::from_kind(Kind::Stream(s))
     }
 
-    /// `prefix`, then the rest of `rest` (a body whose beginning was already read).
+    /// `prefix`, then the rest of `rest` (a body whose beginning was already read),
+    /// its trailers included.
     pub(crate) fn prefixed(prefix: Bytes, mut rest: ProxyBody) -> Self {
-        let rest = futures_util::stream::poll_fn(move |cx| BodySource::poll_chunk(&mut rest, cx));
-        let first = futures_util::stream::once(std::future::ready(Ok(prefix)));
-        Self::stream(Box::pin(futures_util::StreamExt::chain(first, rest)))
+        let rest = futures_util::stream::poll_fn(move |cx| Pin::new(&mut rest).poll_frame(cx));
+        let first = futures_util::stream::once(std::future::ready(Ok(Frame::data(prefix))));
+        Self::frames(Box::pin(futures_util::StreamExt::chain(first, rest)))
+    }
+
+    /// A body held whole, then the trailers that ended it, if any.
+    pub(crate) fn whole(b: Bytes, trailers: Option<http::HeaderMap>) -> Self {
+        match trailers {
+            None => Self::full(b),
+            Some(t) => Self::frames(Box::pin(futures_util::stream::iter([
+                Ok(Frame::data(b)),
+                Ok(Frame::trailers(t)),
+            ]))),
+        }
     }
 
     pub(crate) fn frames(s: FrameStream) -> Self {
@@ -201,5 +213,13 @@ impl Body for ProxyBody {
 impl BodySource for ProxyBody {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
         source::poll_data_frames(Pin::new(self), cx)
+    }
+
+    fn poll_chunk_keeping(
+        &mut self,
+        cx: &mut Context<'_>,
+        trailers: &mut Option<http::HeaderMap>,
+    ) -> Poll<Option<Result<Bytes, BoxError>>> {
+        source::poll_data_keeping(Pin::new(self), cx, trailers)
     }
 }

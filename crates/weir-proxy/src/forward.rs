@@ -94,7 +94,7 @@ pub(crate) async fn forward_hooked(
     }
     if let Some(m) = txn.as_mut().filter(|m| m.wants(Event::WholeResponse)) {
         match crate::hooks::whole_response(engine, m, &mut head, &mut body).await? {
-            Whole::Body(read) if read.complete => body = ProxyBody::full(read.data),
+            Whole::Body(read) if read.complete => body = ProxyBody::whole(read.data, read.trailers),
             Whole::Body(read) => body = ProxyBody::prefixed(read.data, body),
             Whole::Reply(reply) => return Ok(Served::module_reply(reply)),
             Whole::NotWanted => {}

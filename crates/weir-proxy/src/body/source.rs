@@ -7,17 +7,44 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use http::HeaderMap;
 
 use super::request::{BoxError, ClientIncoming, RequestBody};
 
 /// Something a body can be read from, chunk by chunk (trailers skipped).
 pub(crate) trait BodySource: Send {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>>;
+
+    /// As `poll_chunk`, but the trailers that end the body are put in `trailers`
+    /// rather than skipped: for a reader that takes the body whole and passes it on.
+    /// A source that keeps its trailers for its owner to take at the end (the
+    /// origin's body) leaves `trailers` alone.
+    fn poll_chunk_keeping(
+        &mut self,
+        cx: &mut Context<'_>,
+        trailers: &mut Option<HeaderMap>,
+    ) -> Poll<Option<Result<Bytes, BoxError>>> {
+        let _ = trailers;
+        self.poll_chunk(cx)
+    }
+
+    /// Whether a source that keeps its trailers (see `poll_chunk_keeping`) has some.
+    fn has_trailers(&self) -> bool {
+        false
+    }
 }
 
 impl BodySource for ClientIncoming {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
         poll_data_frames(Pin::new(self), cx)
+    }
+
+    fn poll_chunk_keeping(
+        &mut self,
+        cx: &mut Context<'_>,
+        trailers: &mut Option<HeaderMap>,
+    ) -> Poll<Option<Result<Bytes, BoxError>>> {
+        poll_data_keeping(Pin::new(self), cx, trailers)
     }
 }
 
@@ -25,11 +52,32 @@ impl BodySource for RequestBody {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
         poll_data_frames(Pin::new(self), cx)
     }
+
+    fn poll_chunk_keeping(
+        &mut self,
+        cx: &mut Context<'_>,
+        trailers: &mut Option<HeaderMap>,
+    ) -> Poll<Option<Result<Bytes, BoxError>>> {
+        poll_data_keeping(Pin::new(self), cx, trailers)
+    }
 }
 
+/// The body's data frames; other frames (trailers) skipped.
 pub(crate) fn poll_data_frames<B>(
+    body: Pin<&mut B>,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Result<Bytes, B::Error>>>
+where
+    B: http_body::Body<Data = Bytes>,
+{
+    poll_data_keeping(body, cx, &mut None)
+}
+
+/// The body's data frames; its trailers put in `trailers`.
+pub(crate) fn poll_data_keeping<B>(
     mut body: Pin<&mut B>,
     cx: &mut Context<'_>,
+    trailers: &mut Option<HeaderMap>,
 ) -> Poll<Option<Result<Bytes, B::Error>>>
 where
     B: http_body::Body<Data = Bytes>,
@@ -38,7 +86,12 @@ where
         return match body.as_mut().poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                 Ok(data) => Poll::Ready(Some(Ok(data))),
-                Err(_) => continue,
+                Err(frame) => {
+                    if let Ok(fields) = frame.into_trailers() {
+                        *trailers = Some(fields);
+                    }
+                    continue;
+                }
             },
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
             Poll::Ready(None) => Poll::Ready(None),

@@ -94,11 +94,13 @@ async fn read_up_to(
 ) -> (ProxyBody, Option<Bytes>) {
     let mut hold = engine.cache.fill_budget().hold();
     let mut held = BytesMut::new();
+    let mut trailers = None;
     loop {
-        match std::future::poll_fn(|cx| body.poll_chunk(cx)).await {
+        match std::future::poll_fn(|cx| body.poll_chunk_keeping(cx, &mut trailers)).await {
             None => {
+                // The client gets the trailers; the stored copy has none (RFC 9111 §3).
                 let whole = held.freeze();
-                return (ProxyBody::full(whole.clone()), Some(whole));
+                return (ProxyBody::whole(whole.clone(), trailers), Some(whole));
             }
             Some(Ok(data)) => {
                 let n = data.len() as u64;

@@ -25,6 +25,8 @@ use crate::modules::{call, run_event, ModTxn};
 pub(crate) struct Collected {
     pub data: Bytes,
     pub complete: bool,
+    /// The trailers that ended a complete body (for sources that hand them over).
+    pub trailers: Option<HeaderMap>,
     /// What `data` takes of `[limits] module_body_total`, until this is dropped.
     room: Room,
 }
@@ -34,6 +36,7 @@ impl Collected {
         Collected {
             data,
             complete,
+            trailers: None,
             room: Room::default(),
         }
     }
@@ -49,12 +52,14 @@ async fn collect(
 ) -> Result<Collected, BoxError> {
     let mut held = BytesMut::new();
     let mut room = Room::default();
+    let mut trailers = None;
     loop {
-        match std::future::poll_fn(|cx| source.poll_chunk(cx)).await {
+        match std::future::poll_fn(|cx| source.poll_chunk_keeping(cx, &mut trailers)).await {
             None => {
                 return Ok(Collected {
                     data: held.freeze(),
                     complete: true,
+                    trailers,
                     room,
                 })
             }
@@ -173,10 +178,12 @@ pub(crate) async fn whole_response(
     let data = if body.truncated || body.data == original {
         original
     } else {
+        // Trailers need a chunked body to an HTTP/1.1 client: no length then.
+        let trailers = collected.trailers.is_some() || source.has_trailers();
         body_changed(
             &mut head.headers,
             body.data.len(),
-            txn.body_length_changes(),
+            txn.body_length_changes() || trailers,
         );
         body.data
     };
@@ -184,6 +191,7 @@ pub(crate) async fn whole_response(
     Ok(Whole::Body(Collected {
         data,
         complete: collected.complete,
+        trailers: collected.trailers,
         room: collected.room,
     }))
 }
@@ -242,16 +250,24 @@ pub(crate) async fn whole_request(
             remaining,
         }));
     }
+    let trailers = collected.trailers;
     let data = if whole.data == original {
         original
     } else {
-        body_changed(&mut head.headers, whole.data.len(), false);
+        // Trailers need a chunked body: no length then.
+        body_changed(&mut head.headers, whole.data.len(), trailers.is_some());
         whole.data
     };
-    Ok(WholeRequest::Body(if data.is_empty() && !has_body {
-        RequestBody::Empty
-    } else {
-        RequestBody::Buffered(Some(data))
+    Ok(WholeRequest::Body(match trailers {
+        // Sent chunked, the trailers after the data, where the request-trailers event
+        // sees them too.
+        Some(trailers) => {
+            let data = (!data.is_empty()).then(|| Ok(Frame::data(data)));
+            let frames = data.into_iter().chain([Ok(Frame::trailers(trailers))]);
+            RequestBody::Streamed(Box::pin(futures_util::stream::iter(frames)))
+        }
+        None if data.is_empty() && !has_body => RequestBody::Empty,
+        None => RequestBody::Buffered(Some(data)),
     }))
 }
 

@@ -330,6 +330,13 @@ impl BodySource for UpstreamBody {
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
         self.poll_data(cx)
     }
+
+    fn has_trailers(&self) -> bool {
+        match self.resume.as_deref().map(|r| &r.state) {
+            Some(ResumeState::Rest(rest, _)) => rest.has_trailers(),
+            _ => self.trailers.is_some(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -126,6 +126,80 @@ async fn trailer_events_come_after_the_body_and_never_on_a_hit() {
     weir.stop().await;
 }
 
+/// Takes both bodies whole, makes the response's upper case, and adds a request
+/// trailer.
+struct WholeTaker;
+
+impl Module for WholeTaker {
+    fn name(&self) -> &str {
+        "whole"
+    }
+
+    fn events(&self) -> Events {
+        Events::WHOLE.with(Events::of(&[weir_api::Event::RequestTrailers]))
+    }
+
+    fn on_request_trailers<'a>(&'a self, _txn: &'a mut Txn, t: &'a mut HeaderMap) -> Flow<'a> {
+        t.insert("x-request-added", HeaderValue::from_static("module"));
+        Flow::Continue
+    }
+
+    fn on_whole_response<'a>(
+        &'a self,
+        _txn: &'a mut Txn,
+        _response: &'a mut weir_api::ResponseHead,
+        body: &'a mut weir_api::WholeBody,
+    ) -> Flow<'a> {
+        body.data = body.data.to_ascii_uppercase().into();
+        Flow::Continue
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_taken_whole_keep_their_trailers() {
+    let origin = TestOrigin::start();
+    origin.route("/t", Reply::ok("body").cc("no-store").trailer("x-sum", "4"));
+    origin.route(
+        "/up",
+        Reply::ok("ok").cc("no-store").trailer("x-up", "done"),
+    );
+    let weir = Setup::new(&origin)
+        .module("whole", WholeTaker)
+        .start()
+        .await;
+    let addr = weir.addrs[0];
+
+    // A pass-through response changed whole: the client still gets its trailer.
+    let resp = exchange(addr, get(addr, "/t")).await;
+    assert_eq!(
+        (resp.status, resp.text().as_str()),
+        (200, "BODY"),
+        "{resp:?}"
+    );
+    assert_eq!(resp.trailer("x-sum"), Some("4"), "{resp:?}");
+
+    // A request read whole: its trailer still reaches the origin; and its answer,
+    // passed through (not a cacheable method) and changed whole, keeps its own.
+    let declared = ["x-digest", "x-request-added"];
+    let upload = chunked_post("/up", addr, "abc", &declared, &[("x-digest", "1")]);
+    let upload = String::from_utf8(upload).unwrap().replacen(
+        "Transfer-Encoding",
+        "TE: trailers\r\nConnection: TE\r\nTransfer-Encoding",
+        1,
+    );
+    let resp = exchange(addr, upload.into_bytes()).await;
+    assert_eq!((resp.status, resp.text().as_str()), (200, "OK"), "{resp:?}");
+    assert_eq!(resp.trailer("x-up"), Some("done"), "{resp:?}");
+    let seen = origin.last("/up").unwrap();
+    assert_eq!(seen.body, "abc");
+    let mut trailers = seen.trailers.clone();
+    trailers.sort();
+    let expected = [("x-digest", "1"), ("x-request-added", "module")];
+    let expected: Vec<_> = expected.map(|(n, v)| (n.to_string(), v.to_string())).into();
+    assert_eq!(trailers, expected, "with the trailer event's field");
+    weir.stop().await;
+}
+
 fn at_name(txn: &[(String, weir_api::Bytes)], name: &str) -> Option<usize> {
     txn.iter().position(|(n, _)| n == name)
 }
