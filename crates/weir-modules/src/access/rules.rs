@@ -148,6 +148,9 @@ pub(crate) enum Verdict {
 /// (when not the scheme's default) and path. For the latter, returns where the path
 /// starts: what comes before it follows from the scheme, host and port alone, and
 /// [`push_path`] writes the rest for another request with the same ones.
+// Not inlined: written whole only when the start kept per thread does not serve, and
+// inlined into the walk, its port's digits were worked out on every request.
+#[inline(never)]
 pub(crate) fn format_url(url: &mut String, r: &RequestView<'_>) -> Option<usize> {
     url.clear();
     if !origin_form(r) {
