@@ -2,12 +2,17 @@
 //! a short-lived cache of verifications, and the per-client slowdown of failures.
 //!
 //! The cache is keyed on a keyed 128-bit hash of the credentials, so neither a
-//! password nor a header value is kept; the key is random per process.
+//! password nor a header value is kept; the key is random per process. Each thread
+//! also keeps the last entry it found (clients send the same credentials with each
+//! request), checked again for its key, its expiry and the cache's epoch, and so
+//! found without the cache's lock and lookup.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -33,6 +38,11 @@ pub(crate) enum Checked {
 
 pub(crate) struct Authenticator {
     pub config: AuthConfig,
+    /// Unique per authenticator: names it in the threads' last entries.
+    id: u64,
+    /// Bumped (under the cache's lock) whenever entries leave the cache other than by
+    /// expiring: a thread's last entry is good only while it has not moved.
+    epoch: AtomicU64,
     file: RwLock<(Arc<Htpasswd>, Option<Stamp>)>,
     cache: RwLock<Cache>,
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
@@ -75,8 +85,11 @@ impl Authenticator {
     pub fn new(config: AuthConfig) -> Result<Authenticator, String> {
         let stamp = Stamp::of(&config.htpasswd);
         let file = Htpasswd::load(&config.htpasswd)?;
+        static IDS: AtomicU64 = AtomicU64::new(1);
         Ok(Authenticator {
             config,
+            id: IDS.fetch_add(1, Ordering::Relaxed),
+            epoch: AtomicU64::new(0),
             file: RwLock::new((Arc::new(file), stamp)),
             cache: RwLock::default(),
             failures: Mutex::default(),
@@ -105,6 +118,7 @@ impl Authenticator {
             let mut cache = self.cache.write().unwrap_or_else(|e| e.into_inner());
             cache.generation += 1;
             cache.entries.clear();
+            self.epoch.fetch_add(1, Ordering::Release);
             count
         }))
     }
@@ -122,9 +136,35 @@ impl Authenticator {
     /// remembers them and they have not expired.
     pub fn cached(&self, credentials: &[u8]) -> Option<Checked> {
         let key = self.key(credentials);
+        // Read before the cache: an entry found after a change is then not kept as
+        // found before it.
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let now = Instant::now();
+        let last = LAST.with_borrow(|last| match last {
+            Some(l) if l.key == key && l.id == self.id && l.epoch == epoch && l.expires > now => {
+                Some(checked(&l.user))
+            }
+            _ => None,
+        });
+        if last.is_some() {
+            return last;
+        }
         let cache = self.cache.read().unwrap_or_else(|e| e.into_inner());
         let (user, expires) = cache.entries.get(&key)?;
-        (*expires > Instant::now()).then(|| user.clone().map_or(Checked::Bad, Checked::User))
+        if *expires <= now {
+            return None;
+        }
+        let found = checked(user);
+        let kept = Last {
+            id: self.id,
+            epoch,
+            key,
+            user: user.clone(),
+            expires: *expires,
+        };
+        drop(cache);
+        LAST.with_borrow_mut(|last| *last = Some(kept));
+        Some(found)
     }
 
     /// Checks the credentials against the file, off the proxy's threads, and
@@ -158,6 +198,7 @@ impl Authenticator {
                 cache.entries.retain(|_, (_, expires)| *expires > now);
                 if cache.entries.len() >= MAX_REMEMBERED {
                     cache.entries.clear();
+                    self.epoch.fetch_add(1, Ordering::Release);
                 }
             }
             let expires = now + self.config.credential_ttl;
@@ -194,6 +235,24 @@ impl Authenticator {
             failures.remove(&client);
         }
     }
+}
+
+thread_local! {
+    /// The cache entry this thread found last.
+    static LAST: RefCell<Option<Last>> = const { RefCell::new(None) };
+}
+
+/// A cache entry as a thread keeps it: which authenticator's, at which epoch.
+struct Last {
+    id: u64,
+    epoch: u64,
+    key: u128,
+    user: Option<Arc<str>>,
+    expires: Instant,
+}
+
+fn checked(user: &Option<Arc<str>>) -> Checked {
+    user.clone().map_or(Checked::Bad, Checked::User)
 }
 
 /// Decodes `Basic <base64>` into `user:password` bytes.

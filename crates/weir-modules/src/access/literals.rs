@@ -10,6 +10,8 @@ use regex_syntax::hir::literal::{ExtractKind, Extractor, Seq};
 use regex_syntax::hir::Look;
 use regex_syntax::ParserBuilder;
 
+use super::text;
+
 /// At most this many literals are scanned for; a pattern with more is left to the
 /// regex engine.
 const MAX_LITERALS: usize = 32;
@@ -88,14 +90,20 @@ impl Prefilter {
     pub fn may_match(&self, haystack: &[u8]) -> bool {
         match self {
             Prefilter::None => true,
-            Prefilter::StartsWith(literals) => literals.iter().any(|l| haystack.starts_with(l)),
-            Prefilter::EndsWith(literals) => literals.iter().any(|l| haystack.ends_with(l)),
+            Prefilter::StartsWith(literals) => {
+                literals.iter().any(|l| text::starts_with(haystack, l))
+            }
+            Prefilter::EndsWith(literals) => literals.iter().any(|l| text::ends_with(haystack, l)),
             Prefilter::Contains {
                 first,
                 starts,
                 literals,
             } => {
-                let at = |i: usize| literals.iter().any(|l| haystack[i..].starts_with(l));
+                let at = |i: usize| {
+                    literals
+                        .iter()
+                        .any(|l| text::starts_with(&haystack[i..], l))
+                };
                 match **starts {
                     [a] => memchr::memchr_iter(a, haystack).any(at),
                     [a, b] => memchr::memchr2_iter(a, b, haystack).any(at),

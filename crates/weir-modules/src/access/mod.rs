@@ -23,6 +23,8 @@ mod settings;
 mod sieve;
 #[cfg(test)]
 mod tests;
+mod text;
+mod view;
 mod walk;
 #[cfg(test)]
 mod walk_tests;
@@ -30,14 +32,14 @@ mod walk_tests;
 use std::sync::Arc;
 use std::time::Duration;
 
-use weir_api::http::{header, Method};
+use weir_api::http::header;
 use weir_api::{
     Counter, Decision, Event, Events, Flow, ListenerMode, Module, ModuleContext, ModuleFactory,
     Reply, RequestHead, Settings, SettingsError, Timer, Txn,
 };
 
 use auth::{Authenticator, Checked};
-use rules::{Action, LocalTime, RequestView, Verdict};
+use rules::{Action, LocalTime, Verdict};
 use walk::RuleSet;
 
 /// How often the htpasswd file is looked at for changes.
@@ -119,10 +121,9 @@ impl Access {
             Some(Checked::Bad) => (None, true),
             None => (None, false),
         };
-        let verdict = {
-            let view = view_of(txn, request, &LocalTime::now);
-            walk::decide(&self.rules, &view, user.as_deref(), can_ask, default)
-        };
+        let verdict = view::with_view(txn, request, &LocalTime::now, |view| {
+            walk::decide(&self.rules, view, user.as_deref(), can_ask, default)
+        });
         if let Some(user) = user {
             txn.set_user(user);
         }
@@ -234,82 +235,4 @@ fn flow<'a>(judged: Judged) -> Flow<'a> {
             Decision::Respond(reply)
         }),
     }
-}
-
-/// The facts rules look at, read from the request in place: the destination from the
-/// absolute URL (forward), the CONNECT authority, or the `Host` header (origin form).
-fn view_of<'a>(
-    txn: &Txn,
-    request: &'a RequestHead,
-    clock: &'a dyn Fn() -> LocalTime,
-) -> RequestView<'a> {
-    let tls = txn.listener().tls;
-    let (scheme, host, port) = if request.method == Method::CONNECT {
-        let authority = request.uri.authority();
-        (
-            "",
-            authority.map_or("", |a| a.host()),
-            authority.and_then(|a| a.port_u16()).unwrap_or(443),
-        )
-    } else if let Some(authority) = request.uri.authority() {
-        let scheme = request.uri.scheme_str().unwrap_or("http");
-        let default = if scheme.eq_ignore_ascii_case("https") {
-            443
-        } else {
-            80
-        };
-        (
-            scheme,
-            authority.host(),
-            authority.port_u16().unwrap_or(default),
-        )
-    } else {
-        let scheme = if tls { "https" } else { "http" };
-        let host = request
-            .headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("");
-        let (host, port) = split_host_port(host);
-        (scheme, host, port.unwrap_or(if tls { 443 } else { 80 }))
-    };
-    RequestView {
-        client: txn.client_addr().ip().to_canonical(),
-        method: &request.method,
-        scheme,
-        host,
-        port,
-        uri: &request.uri,
-        clock,
-    }
-}
-
-/// `host`, `host:port`, `[v6]` or `[v6]:port`. The port is after the last `:`, when no
-/// `]` follows it and the host before it is bracketed or has no `:` of its own.
-fn split_host_port(value: &str) -> (&str, Option<u16>) {
-    // A header value read with `to_str` is visible ASCII, spaces and tabs: ASCII
-    // trimming is enough, without `trim`'s Unicode table.
-    let value = value.trim_ascii();
-    let bytes = value.as_bytes();
-    // One pass from the end: the last `:`, unless a `]` comes after it.
-    let mut port_at = None;
-    for (i, &b) in bytes.iter().enumerate().rev() {
-        match b {
-            b':' => {
-                port_at = Some(i);
-                break;
-            }
-            b']' => break,
-            _ => {}
-        }
-    }
-    let Some(port_at) = port_at else {
-        return (value, None);
-    };
-    if bytes[0] == b'[' || bytes[..port_at].iter().all(|&b| b != b':') {
-        if let Ok(port) = value[port_at + 1..].parse() {
-            return (&value[..port_at], Some(port));
-        }
-    }
-    (value, None)
 }

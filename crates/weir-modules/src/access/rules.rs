@@ -145,10 +145,15 @@ pub(crate) enum Verdict {
 
 /// The request's URL: the request target when it is absolute (or CONNECT's
 /// authority), as `Uri`'s `Display` writes it; else built from the scheme, host, port
-/// (when not the scheme's default) and path.
-pub(crate) fn format_url(url: &mut String, r: &RequestView<'_>) {
+/// (when not the scheme's default) and path. For the latter, returns where the path
+/// starts: what comes before it follows from the scheme, host and port alone, and
+/// [`push_path`] writes the rest for another request with the same ones.
+// Not inlined: written whole only when the start kept per thread does not serve, and
+// inlined into the walk, its port's digits were worked out on every request.
+#[inline(never)]
+pub(crate) fn format_url(url: &mut String, r: &RequestView<'_>) -> Option<usize> {
     url.clear();
-    if r.uri.scheme().is_some() || r.method == Method::CONNECT {
+    if !origin_form(r) {
         if let Some(scheme) = r.uri.scheme_str() {
             url.push_str(scheme);
             url.push_str("://");
@@ -161,8 +166,8 @@ pub(crate) fn format_url(url: &mut String, r: &RequestView<'_>) {
             url.push('?');
             url.push_str(query);
         }
+        None
     } else {
-        let path = r.uri.path_and_query().map_or("/", |p| p.as_str());
         url.push_str(r.scheme);
         url.push_str("://");
         url.push_str(r.host);
@@ -171,8 +176,21 @@ pub(crate) fn format_url(url: &mut String, r: &RequestView<'_>) {
             url.push(':');
             push_number(url, r.port);
         }
-        url.push_str(path);
+        let path_at = url.len();
+        push_path(url, r);
+        Some(path_at)
     }
+}
+
+/// Whether the request's URL is built from its scheme, host, port and path (rather
+/// than written as its target is).
+pub(crate) fn origin_form(r: &RequestView<'_>) -> bool {
+    r.uri.scheme().is_none() && r.method != Method::CONNECT
+}
+
+/// The path (and query) of an origin-form request, as [`format_url`] ends its URL.
+pub(crate) fn push_path(url: &mut String, r: &RequestView<'_>) {
+    url.push_str(r.uri.path_and_query().map_or("/", |p| p.as_str()));
 }
 
 fn push_number(out: &mut String, n: u16) {

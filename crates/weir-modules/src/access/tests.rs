@@ -6,7 +6,7 @@ use weir_api::Settings;
 use super::htpasswd::Htpasswd;
 use super::rules::{format_url, Action, LocalTime, RequestView, Verdict};
 use super::settings::{day_span, parse, weekdays};
-use super::split_host_port;
+use super::view::split_host_port;
 use super::walk::{decide, RuleSet};
 
 fn rules(toml: &str) -> RuleSet {
@@ -415,5 +415,54 @@ fn the_host_remembered_is_the_host_of_this_rule_set_only() {
         ] {
             assert_eq!(judge(set, url, None, &MONDAY_NOON), verdict, "{url}");
         }
+    }
+}
+
+#[test]
+fn a_kept_url_start_serves_only_origin_form_requests_with_the_same_facts() {
+    let r = rules("[[rule]]\naction = \"deny\"\nurl_regex = '^http://a\\.test/secret'\n");
+    let decide_at = |target: &str| {
+        let uri: Uri = target.parse().unwrap();
+        let view = RequestView {
+            client: "10.1.2.3".parse().unwrap(),
+            method: &Method::GET,
+            scheme: "http",
+            host: "a.test",
+            port: 80,
+            uri: &uri,
+            clock: &MONDAY_NOON,
+        };
+        decide(&r, &view, None, true, Action::Allow)
+    };
+    // The same scheme, host and port each time: the second request reuses the URL's
+    // start; the absolute one, whose target names the port, must not.
+    assert_eq!(decide_at("/open"), Verdict::Allow(None));
+    assert_eq!(decide_at("/secret"), Verdict::Deny(Some(0)));
+    assert_eq!(decide_at("http://a.test:80/secret"), Verdict::Allow(None));
+    assert_eq!(decide_at("/secret/2"), Verdict::Deny(Some(0)));
+    assert_eq!(decide_at("http://a.test/secret"), Verdict::Deny(Some(0)));
+    assert_eq!(decide_at("/"), Verdict::Allow(None));
+}
+
+#[test]
+fn a_kept_host_field_is_used_only_for_the_same_bytes() {
+    use weir_api::engine::new_txn;
+    let txn = new_txn("10.1.2.3:5000".parse().unwrap(), 1);
+    let seen = |host: Option<&str>| {
+        let mut request = weir_api::http::Request::get("/x").body(()).unwrap();
+        if let Some(host) = host {
+            let value = weir_api::http::HeaderValue::from_bytes(host.as_bytes()).unwrap();
+            request.headers_mut().insert("host", value);
+        }
+        let (head, ()) = request.into_parts();
+        super::view::with_view(&txn, &head, &MONDAY_NOON, |v| (v.host.to_string(), v.port))
+    };
+    for _ in 0..2 {
+        assert_eq!(seen(Some("a.test:8080")), ("a.test".into(), 8080));
+        assert_eq!(seen(Some("a.test:8081")), ("a.test".into(), 8081));
+        assert_eq!(seen(Some("b.test")), ("b.test".into(), 80));
+        assert_eq!(seen(None), ("".into(), 80));
+        assert_eq!(seen(Some("b.test\u{e9}")), ("".into(), 80));
+        assert_eq!(seen(Some("[::1]:81")), ("[::1]".into(), 81));
     }
 }

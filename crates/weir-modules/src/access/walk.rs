@@ -25,8 +25,11 @@ use regex::{RegexSet, RegexSetBuilder};
 use super::bits::{self, Rows};
 use super::domains::DomainMap;
 use super::literals::Prefilter;
-use super::rules::{format_url, Action, LocalTime, RequestView, Rule, Users, Verdict};
+use super::rules::{
+    format_url, origin_form, push_path, Action, LocalTime, RequestView, Rule, Users, Verdict,
+};
 use super::sieve::{self, MethodTest, Sieve};
+use super::text::same;
 use weir_api::http::Method;
 
 /// Rows of the method sets: one per bit [`sieve::method_bit`] gives.
@@ -183,9 +186,6 @@ impl RuleSet {
 }
 
 thread_local! {
-    /// The URL a URL pattern matches, written here so matching allocates nothing
-    /// once the thread's buffer has grown.
-    static URL: RefCell<String> = const { RefCell::new(String::new()) };
     /// The last host this thread worked out the host conditions of: (the set's id,
     /// the host, the rules whose host conditions it meets). Requests to one host
     /// follow one another, and a short comparison is cheaper than the lookups.
@@ -202,6 +202,8 @@ thread_local! {
             host: String::new(),
             user: None,
             left: Vec::new(),
+            url: String::new(),
+            path_at: 0,
         })
     };
 }
@@ -292,11 +294,11 @@ pub(crate) fn decide(
                 }
                 if let Some(re) = &rule.url_regex {
                     let prefilter = &set.url_prefilters[i];
-                    let matched = URL.with_borrow_mut(|url| {
+                    let matched = SIFTED.with_borrow_mut(|m| {
                         if !std::mem::replace(&mut url_written, true) {
-                            format_url(url, request);
+                            m.write_url(request);
                         }
-                        prefilter.may_match(url.as_bytes()) && re.is_match(url)
+                        prefilter.may_match(m.url.as_bytes()) && re.is_match(&m.url)
                     });
                     if !matched {
                         continue;
@@ -332,18 +334,21 @@ fn sift_remembered(
     candidates: &mut [u64],
 ) {
     let remembered = SIFTED.with_borrow(|m| {
-        let same = m.set == set.id
+        let kept = m.set == set.id
             && m.port == request.port
             && m.client == Some(request.client)
             && m.can_ask == can_ask
             && m.method.as_ref() == Some(request.method)
-            && m.scheme == request.scheme
-            && m.host == request.host
-            && m.user.as_deref() == user;
-        if same {
+            && same(m.scheme.as_bytes(), request.scheme.as_bytes())
+            && same(m.host.as_bytes(), request.host.as_bytes())
+            && match (&m.user, user) {
+                (Some(kept), Some(user)) => same(kept.as_bytes(), user.as_bytes()),
+                (kept, user) => kept.is_none() && user.is_none(),
+            };
+        if kept {
             candidates.copy_from_slice(&m.left);
         }
-        same
+        kept
     });
     if remembered {
         return;
@@ -368,6 +373,7 @@ fn sift_remembered(
         }
         m.left.clear();
         m.left.extend_from_slice(candidates);
+        m.path_at = 0;
     });
 }
 
@@ -384,10 +390,29 @@ struct Sifted {
     host: String,
     user: Option<String>,
     left: Vec<u64>,
+    /// The URL the URL patterns last matched, written here so matching allocates
+    /// nothing once the buffer has grown; and where its path starts when what comes
+    /// before follows from the scheme, host and port kept above (0 when not known):
+    /// the next request with the same ones writes only its path.
+    url: String,
+    path_at: usize,
+}
+
+impl Sifted {
+    /// Writes the URL of `request`, whose facts are the ones kept.
+    fn write_url(&mut self, request: &RequestView<'_>) {
+        if self.path_at != 0 && origin_form(request) {
+            self.url.truncate(self.path_at);
+            push_path(&mut self.url, request);
+        } else {
+            self.path_at = format_url(&mut self.url, request).unwrap_or(0);
+        }
+    }
 }
 
 /// Keeps in `candidates` the rules that the request's method, scheme, port, user,
-/// client and host leave.
+/// client and host leave. Not inlined: run only when the facts kept do not serve.
+#[inline(never)]
 fn sift(
     set: &RuleSet,
     request: &RequestView<'_>,
