@@ -210,16 +210,4 @@ impl Body for ProxyBody {
     }
 }
 
-impl BodySource for ProxyBody {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
-        source::poll_data_frames(Pin::new(self), cx)
-    }
-
-    fn poll_chunk_keeping(
-        &mut self,
-        cx: &mut Context<'_>,
-        trailers: &mut Option<http::HeaderMap>,
-    ) -> Poll<Option<Result<Bytes, BoxError>>> {
-        source::poll_data_keeping(Pin::new(self), cx, trailers)
-    }
-}
+source::frame_source!(ProxyBody);

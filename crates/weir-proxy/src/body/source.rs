@@ -34,33 +34,31 @@ pub(crate) trait BodySource: Send {
     }
 }
 
-impl BodySource for ClientIncoming {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
-        poll_data_frames(Pin::new(self), cx)
-    }
+/// `BodySource` for bodies (`http_body::Body<Data = Bytes, Error = BoxError>`, `Unpin`)
+/// whose trailers come as their last frame.
+macro_rules! frame_source {
+    ($($body:ty),*) => {$(
+        impl $crate::body::source::BodySource for $body {
+            fn poll_chunk(
+                &mut self,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<Option<Result<bytes::Bytes, $crate::body::BoxError>>> {
+                $crate::body::source::poll_data_frames(std::pin::Pin::new(self), cx)
+            }
 
-    fn poll_chunk_keeping(
-        &mut self,
-        cx: &mut Context<'_>,
-        trailers: &mut Option<HeaderMap>,
-    ) -> Poll<Option<Result<Bytes, BoxError>>> {
-        poll_data_keeping(Pin::new(self), cx, trailers)
-    }
+            fn poll_chunk_keeping(
+                &mut self,
+                cx: &mut std::task::Context<'_>,
+                trailers: &mut Option<http::HeaderMap>,
+            ) -> std::task::Poll<Option<Result<bytes::Bytes, $crate::body::BoxError>>> {
+                $crate::body::source::poll_data_keeping(std::pin::Pin::new(self), cx, trailers)
+            }
+        }
+    )*};
 }
+pub(crate) use frame_source;
 
-impl BodySource for RequestBody {
-    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
-        poll_data_frames(Pin::new(self), cx)
-    }
-
-    fn poll_chunk_keeping(
-        &mut self,
-        cx: &mut Context<'_>,
-        trailers: &mut Option<HeaderMap>,
-    ) -> Poll<Option<Result<Bytes, BoxError>>> {
-        poll_data_keeping(Pin::new(self), cx, trailers)
-    }
-}
+frame_source!(ClientIncoming, RequestBody);
 
 /// The body's data frames; other frames (trailers) skipped.
 pub(crate) fn poll_data_frames<B>(
