@@ -131,8 +131,7 @@ pub struct Txn {
 /// transaction's states are reset in place (the old value dropped then, as before)
 /// and their boxes kept with the spare extras: the next transaction of the same
 /// module on this thread reuses the box instead of allocating one (about 70
-/// instructions a transaction, a tenth of what an empty proxy-wasm filter cost a
-/// hit).
+/// instructions a transaction).
 struct State {
     value: Box<dyn Any + Send>,
     reset: fn(&mut (dyn Any + Send)),
