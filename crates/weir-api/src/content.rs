@@ -162,9 +162,10 @@ pub trait ContentManager: Send + Sync {
     /// Trailer fields go in [`Trailers`] in the request's extensions: they are sent
     /// after the body (chunked to an HTTP/1.1 service, with a `Trailer` field naming
     /// them unless the request has one). A `GET`, `HEAD` or `CONNECT` call with
-    /// trailers fails: such a request goes to an HTTP/1.1 service without a body. The service's trailers, when it sent any, are
-    /// in the response's extensions as [`Trailers`]; an HTTP/1.1 service sends them
-    /// only to a request with `TE: trailers`.
+    /// trailers fails: such a request goes to an HTTP/1.1 service without a body. The
+    /// service's trailers, when it sent any, are in the response's extensions as
+    /// [`Trailers`]; an HTTP/1.1 service sends them only to a request with
+    /// `TE: trailers`.
     ///
     /// Added after the other calls: the default answers [`ContentError::Origin`], so
     /// an implementation written before it still compiles.

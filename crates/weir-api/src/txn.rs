@@ -184,7 +184,8 @@ impl Extra {
     }
 
     /// Empties these extras (the module states reset, which drops their values, with
-    /// their boxes and the vector's room kept) and keeps them for this thread's next transaction.
+    /// their boxes and the vector's room kept) and keeps them for this thread's next
+    /// transaction.
     fn give_back(mut self: Box<Extra>) {
         // Emptied before the spares are borrowed: a state's destructor may itself
         // finish a transaction. The states' boxes stay, reset (see `State`).

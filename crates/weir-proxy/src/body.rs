@@ -16,8 +16,8 @@ use crate::record::TxnRecord;
 
 pub(crate) use client::{ClientStream, ClientTunnel, H2Body, H2Tunnel, H2Upgrade};
 pub(crate) use request::{
-    BoxError, ChunkStream, ClientBodyTimeout, ClientIncoming, FrameStream, ReadAheadError,
-    RequestBody,
+    data_then_trailers, BoxError, ChunkStream, ClientBodyTimeout, ClientIncoming, FrameStream,
+    ReadAheadError, RequestBody,
 };
 pub(crate) use source::BodySource;
 
@@ -66,10 +66,7 @@ impl ProxyBody {
     pub(crate) fn whole(b: Bytes, trailers: Option<http::HeaderMap>) -> Self {
         match trailers {
             None => Self::full(b),
-            Some(t) => Self::frames(Box::pin(futures_util::stream::iter([
-                Ok(Frame::data(b)),
-                Ok(Frame::trailers(t)),
-            ]))),
+            Some(t) => Self::frames(data_then_trailers([b], t)),
         }
     }
 

@@ -1,15 +1,15 @@
 //! Calls that modules make to other services ([`weir_api::ContentManager::call`]):
 //! one request through the engine's upstream pools, past the cache and every module,
-//! its whole response returned, trailers both ways ([`weir_api::Trailers`]). Beside `content.rs`, which answers the call with it.
+//! its whole response returned, trailers both ways ([`weir_api::Trailers`]). Beside
+//! `content.rs`, which answers the call with it.
 
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::{header, HeaderValue, Method, Request, Response};
-use http_body::Frame;
 use weir_api::{ContentError, Trailers, CALL_BODY_LIMIT};
 
-use crate::body::RequestBody;
+use crate::body::{data_then_trailers, RequestBody};
 use crate::engine::Engine;
 use crate::upstream::OriginAddr;
 
@@ -52,9 +52,7 @@ pub(crate) async fn call(
                     .map_err(|e| ContentError::Origin(e.to_string()))?;
                 parts.headers.insert(header::TRAILER, value);
             }
-            let data = (!body.is_empty()).then(|| Ok(Frame::data(body)));
-            let frames = data.into_iter().chain([Ok(Frame::trailers(trailers))]);
-            RequestBody::Streamed(Box::pin(futures_util::stream::iter(frames)))
+            RequestBody::Streamed(data_then_trailers([body], trailers))
         }
         (None, true) => RequestBody::Empty,
         (None, false) => RequestBody::Buffered(Some(body)),

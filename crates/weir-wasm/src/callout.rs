@@ -71,8 +71,7 @@ fn http_call(
         let pairs = abi::deserialize_pairs(&memory::read(c, trailers.0, trailers.1)?)?;
         let mut map = HeaderMap::new();
         for (name, value) in pairs {
-            let name = HeaderName::from_bytes(&name).map_err(|_| Status::BadArgument)?;
-            let value = HeaderValue::from_bytes(&value).map_err(|_| Status::BadArgument)?;
+            let (name, value) = field(&name, &value)?;
             map.append(name, value);
         }
         if !map.is_empty() {
@@ -114,8 +113,7 @@ fn build_request(
             b":authority" => authority = Some(text()?),
             n if n.starts_with(b":") => {}
             n => {
-                let name = HeaderName::from_bytes(n).map_err(|_| Status::BadArgument)?;
-                let value = HeaderValue::from_bytes(&value).map_err(|_| Status::BadArgument)?;
+                let (name, value) = field(n, &value)?;
                 headers.append(name, value);
             }
         }
@@ -141,6 +139,13 @@ fn build_request(
     );
     *request.headers_mut() = headers;
     Ok(request)
+}
+
+/// A header field of a call, as the filter wrote it.
+fn field(name: &[u8], value: &[u8]) -> Result<(HeaderName, HeaderValue), Status> {
+    let name = HeaderName::from_bytes(name).map_err(|_| Status::BadArgument)?;
+    let value = HeaderValue::from_bytes(value).map_err(|_| Status::BadArgument)?;
+    Ok((name, value))
 }
 
 /// What a filter reads of a call's answer; a failed call (unreachable, timed out) has

@@ -21,6 +21,20 @@ pub(crate) type ChunkStream = Pin<Box<dyn Stream<Item = Result<Bytes, BoxError>>
 /// trailers frame.
 pub(crate) type FrameStream = Pin<Box<dyn Stream<Item = Result<Frame<Bytes>, BoxError>> + Send>>;
 
+/// A body held in memory that ended with trailers, as frames: its chunks (empty ones
+/// left out), then the trailers. Sent chunked, which trailers need over HTTP/1.1.
+pub(crate) fn data_then_trailers(
+    chunks: impl IntoIterator<Item = Bytes>,
+    trailers: http::HeaderMap,
+) -> FrameStream {
+    let data = chunks
+        .into_iter()
+        .filter(|c| !c.is_empty())
+        .map(Frame::data);
+    let frames: Vec<_> = data.chain([Frame::trailers(trailers)]).map(Ok).collect();
+    Box::pin(futures_util::stream::iter(frames))
+}
+
 /// The body of a request sent to an origin: nothing, a body read in full, or the
 /// client's body (after what was read ahead), checked against the limit as it streams.
 pub(crate) enum RequestBody {
@@ -68,16 +82,10 @@ impl RequestBody {
         let window = READ_AHEAD.min(limit);
         while total <= window {
             match std::future::poll_fn(|cx| Pin::new(&mut inner).poll_frame(cx)).await {
-                None if trailers.is_some() => {
-                    // Sent chunked, so that the trailers can follow the data.
-                    let frames = chunks.into_iter().map(|c| Ok(Frame::data(c)));
-                    let last = trailers.map(|t| Ok(Frame::trailers(t)));
-                    let all = frames.chain(last).collect::<Vec<_>>();
-                    return Ok(RequestBody::Streamed(Box::pin(futures_util::stream::iter(
-                        all,
-                    ))));
-                }
                 None => {
+                    if let Some(trailers) = trailers {
+                        return Ok(RequestBody::Streamed(data_then_trailers(chunks, trailers)));
+                    }
                     let mut all = bytes::BytesMut::with_capacity(total as usize);
                     for c in chunks {
                         all.extend_from_slice(&c);

@@ -15,7 +15,7 @@ use weir_api::{BodyChunk, Event, Reply, WholeBody};
 use super::budget::Room;
 use super::decision::{decide, failed, fix_framing};
 use super::stage::{trailer_event, BodyStage};
-use crate::body::{BodySource, BoxError, ClientIncoming, RequestBody};
+use crate::body::{data_then_trailers, BodySource, BoxError, ClientIncoming, RequestBody};
 use crate::engine::Engine;
 use crate::error::ProxyError;
 use crate::modules::{call, run_event, ModTxn};
@@ -261,11 +261,7 @@ pub(crate) async fn whole_request(
     Ok(WholeRequest::Body(match trailers {
         // Sent chunked, the trailers after the data, where the request-trailers event
         // sees them too.
-        Some(trailers) => {
-            let data = (!data.is_empty()).then(|| Ok(Frame::data(data)));
-            let frames = data.into_iter().chain([Ok(Frame::trailers(trailers))]);
-            RequestBody::Streamed(Box::pin(futures_util::stream::iter(frames)))
-        }
+        Some(trailers) => RequestBody::Streamed(data_then_trailers([data], trailers)),
         None if data.is_empty() && !has_body => RequestBody::Empty,
         None => RequestBody::Buffered(Some(data)),
     }))
