@@ -42,10 +42,13 @@ pub struct CachedObject {
 }
 
 impl CachedObject {
-    /// A stored response. `headers` must already be free of hop-by-hop fields.
+    /// A stored response. `headers` must already be free of hop-by-hop fields; they are
+    /// copied (borrowed, so that a fill can store the very head its clients are sent),
+    /// without `Trailer`: a stored response has no trailers (RFC 9111 §3), so it
+    /// announces none.
     pub fn new(
         status: StatusCode,
-        headers: HeaderMap,
+        headers: &HeaderMap,
         body: impl Into<Body>,
         mut policy: StoragePolicy,
     ) -> Self {
@@ -53,7 +56,9 @@ impl CachedObject {
         // Owned by the object alone, in one allocation (see `compact`), without the
         // fields a qualified `private` or `no-cache` keeps from being stored.
         let unstored = policy.take_unstored_fields();
-        let headers = copy_headers(&headers, |n| !unstored.iter().any(|u| u == n.as_str()));
+        let headers = copy_headers(headers, |n| {
+            n != header::TRAILER && !unstored.iter().any(|u| u == n.as_str())
+        });
         let vary = vary_names(&headers);
         // A body in a file costs the memory tier nothing but its handle.
         let body_bytes = body.in_memory().map_or(0, |b| b.len());
@@ -73,7 +78,7 @@ impl CachedObject {
 
     /// The same response with another policy (e.g. a new expiry).
     pub fn with_policy(&self, policy: StoragePolicy) -> CachedObject {
-        CachedObject::new(self.status, self.headers.clone(), self.body.clone(), policy)
+        CachedObject::new(self.status, &self.headers, self.body.clone(), policy)
             .with_tags(self.tags.clone())
             .with_adapted(self.adapted.as_deref().cloned())
     }
@@ -191,7 +196,7 @@ impl CachedObject {
         let policy = StoragePolicy::refreshed(request, self.status, &headers, now, options);
         // The tags and what modules changed go with it: neither is in the 304.
         Some(
-            CachedObject::new(self.status, headers, self.body.clone(), policy)
+            CachedObject::new(self.status, &headers, self.body.clone(), policy)
                 .with_tags(self.tags.clone())
                 .with_adapted(adapted.cloned()),
         )
@@ -253,7 +258,7 @@ mod tests {
         let policy = StoragePolicy::new(&request, &response, now, 0.1);
         let object = CachedObject::new(
             StatusCode::OK,
-            response.headers.clone(),
+            &response.headers,
             Bytes::from_static(b"body"),
             policy,
         );
@@ -266,5 +271,20 @@ mod tests {
         assert_eq!(object.freshness(&parsed(&buffer).0, now), Freshness::Fresh);
         // The charge covers the fixed cost, the body and the headers.
         assert!(object.weight() as usize >= OVERHEAD + 4 + 3 * 28);
+    }
+
+    #[test]
+    fn a_stored_object_announces_no_trailers() {
+        let buffer = Bytes::from_static(b"hostuagtmax-age=600 \"e1\"ngnx");
+        let (request, mut response) = parsed(&buffer);
+        response
+            .headers
+            .insert(header::TRAILER, http::HeaderValue::from_static("x-digest"));
+        let policy = StoragePolicy::new(&request, &response, SystemTime::now(), 0.1);
+        let object = CachedObject::new(StatusCode::OK, &response.headers, Bytes::new(), policy);
+        assert!(!object.headers.contains_key(header::TRAILER));
+        assert_eq!(object.headers[header::ETAG], "\"e1\"");
+        // The head it was copied from is left as it was.
+        assert_eq!(response.headers[header::TRAILER], "x-digest");
     }
 }

@@ -149,9 +149,8 @@ impl Cache {
         let Some((head, body)) = complete else {
             return PartStored::Kept;
         };
-        let object =
-            CachedObject::new(head.status, head.headers.clone(), body, head.policy.clone())
-                .with_tags(head.tags.clone());
+        let object = CachedObject::new(head.status, &head.headers, body, head.policy.clone())
+            .with_tags(head.tags.clone());
         if self.store(key, request, object, ticket) {
             PartStored::Completed
         } else {

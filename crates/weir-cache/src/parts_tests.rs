@@ -31,7 +31,7 @@ fn part(etag: &str, first: u64, body: &'static [u8], length: u64) -> Part {
     parts.headers = headers.clone();
     let policy = StoragePolicy::new(&request(), &parts, SystemTime::now(), 0.1);
     Part {
-        head: CachedObject::new(StatusCode::OK, headers, Bytes::new(), policy),
+        head: CachedObject::new(StatusCode::OK, &headers, Bytes::new(), policy),
         first,
         body: Bytes::from_static(body),
         length,

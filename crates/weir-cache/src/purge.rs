@@ -135,7 +135,7 @@ mod tests {
         parts.headers = h.clone();
         let now = SystemTime::now();
         let policy = StoragePolicy::new(req, &parts, now, 0.1);
-        CachedObject::new(StatusCode::OK, h, Bytes::from_static(b"x"), policy)
+        CachedObject::new(StatusCode::OK, &h, Bytes::from_static(b"x"), policy)
     }
 
     fn key(path: &str) -> CacheKey {

@@ -101,7 +101,7 @@ mod tests {
             .insert("cache-control", cc.parse().unwrap());
         let then = SystemTime::now() - Duration::from_secs(age);
         let policy = StoragePolicy::new(&request, &response, then, 0.1);
-        CachedObject::new(StatusCode::OK, response.headers, Bytes::new(), policy)
+        CachedObject::new(StatusCode::OK, &response.headers, Bytes::new(), policy)
     }
 
     fn req(cc: &str) -> HeaderMap {

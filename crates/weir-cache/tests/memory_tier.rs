@@ -22,7 +22,7 @@ fn the_largest_storable_object_is_kept_and_the_bound_holds() {
     let object = |size: u64| {
         let policy = StoragePolicy::new(&request, &response, now, 0.1);
         let body = bytes::Bytes::from(vec![b'x'; size as usize]);
-        CachedObject::new(http::StatusCode::OK, response.headers.clone(), body, policy)
+        CachedObject::new(http::StatusCode::OK, &response.headers, body, policy)
     };
     for i in 0..200 {
         let key = CacheKey::for_url("http", "h", &format!("/{i}"));

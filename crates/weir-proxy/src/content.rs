@@ -102,7 +102,7 @@ impl EngineContent {
         if !complete() {
             return Err(ContentError::Origin("the body was cut short".into()));
         }
-        let object = CachedObject::new(status, response.headers, Bytes::from(all), policy);
+        let object = CachedObject::new(status, &response.headers, Bytes::from(all), policy);
         if !self.cache.store(&key, &request, object, ticket) {
             return Err(ContentError::NotStorable);
         }

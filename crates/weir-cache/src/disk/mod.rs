@@ -408,7 +408,7 @@ fn read_entry(
     };
     let adapted = Adapted::from_parts(&meta.adapted_fields, meta.adapted_origin);
     Ok(
-        CachedObject::new(meta.status, meta.headers, body, meta.policy)
+        CachedObject::new(meta.status, &meta.headers, body, meta.policy)
             .with_tags(meta.tags)
             .with_adapted(adapted),
     )

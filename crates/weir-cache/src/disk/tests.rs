@@ -65,7 +65,7 @@ pub(super) fn object(req: &request::Parts, body: &[u8], extra: &[(&str, &str)]) 
     let policy = StoragePolicy::new(req, &parts, SystemTime::now(), 0.1);
     CachedObject::new(
         StatusCode::OK,
-        headers,
+        &headers,
         Bytes::copy_from_slice(body),
         policy,
     )

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderValue};
 use http::{request, StatusCode};
 use weir_cache::{Adapted, CacheKey, CachedObject, OriginFields, StaleUse, StoragePolicy};
 
@@ -215,9 +215,12 @@ impl Fetch {
             let leader = self.key.variant(&names, &self.request.headers);
             (names, leader)
         });
+        let adapted = origin_fields.and_then(|o| o.adapted(&parts.headers));
+        // The head moves into the flight; what is stored is copied from it there (one
+        // copy of the origin's fields, not a clone for the clients and a copy stored).
         let fetched = Arc::new(FlightOutcome::Response(FetchedHead {
             status: parts.status,
-            headers: parts.headers.clone(),
+            headers: std::mem::take(&mut parts.headers),
             shareable: storing,
             outcome,
             cache_status,
@@ -235,10 +238,7 @@ impl Fetch {
         // A module that may change the length made the engine drop Content-Length
         // (hooks::fix_framing), so one still there is the length of what is pushed.
         let mut keeper = Keeper::new(&engine.cache, declared);
-        let adapted = origin_fields.and_then(|o| o.adapted(&parts.headers));
-        // The stored copy has no trailers (RFC 9111 §3), so it announces none.
-        parts.headers.remove(header::TRAILER);
-        let mut head = Some((parts.status, parts.headers, policy, adapted));
+        let mut head = Some((parts.status, policy, adapted));
         let mut stage = hooks::BodyStage::new(engine.limits.module_body.0);
         let mut ended = false;
         let mut body_read = false;
@@ -291,7 +291,7 @@ impl Fetch {
                     }
                     if storing && keeper.in_memory() && declared == Some(keeper.received()) {
                         let body = keeper.finish(&self.flight, Some(data.clone())).await;
-                        self.store(&mut head, body);
+                        self.store(&mut head, &fetched, body);
                         storing = false;
                     }
                     if !(storing && keeper.to_disk()) {
@@ -306,7 +306,7 @@ impl Fetch {
                             // has read the last byte may leave first, and a flight
                             // whose clients all left stops before its end.
                             let body = keeper.finish(&self.flight, None).await;
-                            self.store(&mut head, body);
+                            self.store(&mut head, &fetched, body);
                             storing = false;
                         }
                     }
@@ -320,18 +320,21 @@ impl Fetch {
         }
         if storing {
             let body = keeper.finish(&self.flight, None).await;
-            self.store(&mut head, body);
+            self.store(&mut head, &fetched, body);
         }
         self.end(true)
     }
 
-    /// Stores the response with the body its keeper gathered.
+    /// Stores the response: the fields of `fetched`, the body its keeper gathered.
     fn store(
         &self,
-        head: &mut Option<(StatusCode, HeaderMap, StoragePolicy, Option<Adapted>)>,
+        head: &mut Option<(StatusCode, StoragePolicy, Option<Adapted>)>,
+        fetched: &FlightOutcome,
         body: Option<weir_cache::Body>,
     ) {
-        let (Some(body), Some((status, headers, policy, adapted))) = (body, head.take()) else {
+        let (Some(body), Some((status, policy, adapted)), FlightOutcome::Response(fetched)) =
+            (body, head.take(), fetched)
+        else {
             return;
         };
         let tags = self
@@ -339,7 +342,7 @@ impl Fetch {
             .as_ref()
             .map(|t| t.txn.cache_overrides().tags.clone())
             .unwrap_or_default();
-        let object = CachedObject::new(status, headers, body, policy)
+        let object = CachedObject::new(status, &fetched.headers, body, policy)
             .with_tags(tags)
             .with_adapted(adapted);
         self.engine

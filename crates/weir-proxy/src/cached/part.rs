@@ -99,7 +99,7 @@ pub(crate) fn keep_part(
         engine: engine.clone(),
         key: key.clone(),
         request: whole,
-        head: CachedObject::new(StatusCode::OK, head.headers, Bytes::new(), policy),
+        head: CachedObject::new(StatusCode::OK, &head.headers, Bytes::new(), policy),
         first,
         length,
         expected: expected as usize,

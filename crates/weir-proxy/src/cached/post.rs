@@ -58,7 +58,7 @@ pub(crate) async fn store_post_response(
     }
     let (body, whole) = read_up_to(engine, body, limit).await;
     if let Some(whole) = whole {
-        let object = CachedObject::new(head.status, head.headers.clone(), whole, policy);
+        let object = CachedObject::new(head.status, &head.headers, whole, policy);
         // Taken now: the POST's own invalidation of the target came before.
         let ticket = engine.cache.ticket();
         if engine.cache.store(&key, parts, object, ticket) {
