@@ -33,6 +33,8 @@
 #   PROXIES   which proxies, in run order (default "weir nginx")
 #   WEIR_BIN  Weir binary (default target/release/weir, built with
 #             `cargo build --release -p weir` unless BUILD=0)
+#   WEIR_EXTRA more of Weir's configuration, appended to its file as is; for example
+#             WEIR_EXTRA=$'[server]\nscheduler = "per-core"' to compare schedulers
 #   OUT_DIR   where raw results go (default bench/out)
 #   KEEP_TMP  1 keeps the temporary directory (configs, logs) for debugging
 #
@@ -57,6 +59,7 @@ SIZE="${SIZE:-1k}"
 PROXIES="${PROXIES:-weir nginx}"
 BUILD="${BUILD:-1}"
 WEIR_BIN="${WEIR_BIN:-$ROOT/target/release/weir}"
+WEIR_EXTRA="${WEIR_EXTRA:-}"
 OUT_DIR="${OUT_DIR:-$ROOT/bench/out}"
 KEEP_TMP="${KEEP_TMP:-0}"
 
@@ -185,6 +188,7 @@ max_object = "8MiB"
 
 [log]
 access = "off"
+$WEIR_EXTRA
 EOF
 
 # wrk prints one machine-readable line at the end, with exact percentiles.

@@ -64,6 +64,8 @@
 #   MEM_MAX_STEPS  steps at most per case, to bound the time (default 40)
 #   WEIR_BIN    Weir binary (default target/release/weir, built with
 #               `cargo build --release -p weir` unless BUILD=0)
+#   WEIR_EXTRA  more of Weir's configuration, appended to its file as is; for example
+#               WEIR_EXTRA=$'[server]\nscheduler = "per-core"' to compare schedulers
 #   OUT_DIR     where raw results go (default bench/out)
 #   KEEP_TMP    1 keeps the temporary directory (configs, logs) for debugging
 #   SYSCALLS    1 also counts each proxy's system calls during every misses round
@@ -111,6 +113,7 @@ MEM_STEP="${MEM_STEP:-5s}"
 MEM_MAX_STEPS="${MEM_MAX_STEPS:-40}"
 BUILD="${BUILD:-1}"
 WEIR_BIN="${WEIR_BIN:-$ROOT/target/release/weir}"
+WEIR_EXTRA="${WEIR_EXTRA:-}"
 OUT_DIR="${OUT_DIR:-$ROOT/bench/out}"
 KEEP_TMP="${KEEP_TMP:-0}"
 SYSCALLS="${SYSCALLS:-0}"
@@ -283,6 +286,7 @@ disk = $disk
 
 [log]
 access = "off"
+$WEIR_EXTRA
 EOF
 }
 
