@@ -20,7 +20,7 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -126,11 +126,30 @@ impl<IO> FramingGuard<IO> {
         while !data.is_empty() {
             let used = match &mut self.state {
                 State::Off => return,
+                // The common case, a whole head in this read, is checked where it is:
+                // copying it first cost a copy per request, and with pipelined
+                // requests a copy of all those behind it too.
+                State::Head(buf) if buf.is_empty() => match head_end(data) {
+                    Some(i) => {
+                        let end = i + 4;
+                        if let Some(field) = self.head_complete(&data[..end]) {
+                            proxy_connection::rewrite(&mut data[field..]);
+                        }
+                        end
+                    }
+                    None => {
+                        buf.extend_from_slice(data);
+                        if buf.len() > self.head_limit {
+                            self.state = State::Off;
+                        }
+                        data.len()
+                    }
+                },
                 State::Head(buf) => {
                     let start = buf.len().saturating_sub(3);
                     let chunk_at = buf.len();
                     buf.extend_from_slice(data);
-                    match find(&buf[start..], b"\r\n\r\n") {
+                    match head_end(&buf[start..]) {
                         Some(i) => {
                             let end = start + i + 4;
                             let consumed_here = end - chunk_at;
@@ -206,7 +225,7 @@ impl<IO> FramingGuard<IO> {
                     let end = if buf.starts_with(b"\r\n") {
                         Some(2)
                     } else {
-                        find(buf, b"\r\n\r\n").map(|i| i + 4)
+                        head_end(buf).map(|i| i + 4)
                     };
                     match end {
                         Some(end) => {
@@ -296,6 +315,15 @@ const HYPER_MAX_TARGET: usize = u16::MAX as usize - 1;
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     memchr::memmem::find(hay, needle)
+}
+
+/// Where a head (or a trailer section) ends: `\r\n\r\n`. Its searcher is built once:
+/// `memmem::find` builds one on every call, which cost each request more than the
+/// search itself.
+fn head_end(hay: &[u8]) -> Option<usize> {
+    static END: LazyLock<memchr::memmem::Finder<'static>> =
+        LazyLock::new(|| memchr::memmem::Finder::new(b"\r\n\r\n"));
+    END.find(hay)
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for FramingGuard<IO> {

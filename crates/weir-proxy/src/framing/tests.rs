@@ -141,3 +141,22 @@ fn notes_a_head_with_too_many_fields() {
     g.observe(&mut head);
     assert!(g.too_many_fields);
 }
+
+#[test]
+fn pipelined_heads_in_one_read_are_each_followed_and_mended() {
+    let (mut g, report) = FramingGuard::new((), 65536, Arc::new(Metrics::new()));
+    let first = b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n".as_slice();
+    let second = b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n".as_slice();
+    let third =
+        b"GET http://h/ HTTP/1.0\r\nHost: h\r\nProxy-Connection: keep-alive\r\n\r\n".as_slice();
+    let mut read = [first, second, third].concat();
+    g.observe(&mut read);
+    assert_eq!(g.requests, 3);
+    assert!(!report.is_ambiguous(1) && report.is_ambiguous(2) && !report.is_ambiguous(3));
+    let mended = &read[first.len() + second.len()..];
+    assert_eq!(
+        mended,
+        &b"GET http://h/ HTTP/1.0\r\nHost: h\r\nConnection:       keep-alive\r\n\r\n"[..]
+    );
+    assert!(g.between_requests());
+}
