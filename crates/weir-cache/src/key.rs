@@ -39,9 +39,11 @@ impl CacheKey {
         );
         s.push_str(scheme);
         s.push_str("://");
-        for c in authority.chars() {
-            s.push(c.to_ascii_lowercase());
-        }
+        // Copied, then lowercased in place: a character at a time cost every request
+        // about ten instructions per character.
+        let host_at = s.len();
+        s.push_str(authority);
+        s[host_at..].make_ascii_lowercase();
         s.push_str(if path_and_query.is_empty() {
             "/"
         } else {
