@@ -203,18 +203,67 @@ pub(crate) fn head_too_large(limit: usize) -> String {
     format!("request header section is larger than {limit} bytes")
 }
 
-/// Size of the request header section as received (approximately: field names,
-/// values and separators).
-pub(crate) fn header_section_len(headers: &HeaderMap) -> usize {
-    headers
-        .iter()
-        .map(|(k, v)| k.as_str().len() + v.len() + 4)
-        .sum()
+/// What the engine checks of every request's fields before anything else, found in
+/// one pass over them: each of those lookups (Host twice, Content-Length three times)
+/// hashed a name and probed the map, and most requests have no body fields at all.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FieldScan {
+    /// `Host` fields.
+    pub hosts: usize,
+    pub content_length: bool,
+    pub transfer_encoding: bool,
+    /// The size of the section as received, about: each field's name and value, and
+    /// 4 bytes for `: ` and the line's end.
+    pub section_len: usize,
+}
+
+impl FieldScan {
+    pub fn of(headers: &HeaderMap) -> FieldScan {
+        let mut scan = FieldScan::default();
+        for (name, value) in headers {
+            scan.section_len += name.as_str().len() + value.len() + 4;
+            if name == header::HOST {
+                scan.hosts += 1;
+            } else if name == header::CONTENT_LENGTH {
+                scan.content_length = true;
+            } else if name == header::TRANSFER_ENCODING {
+                scan.transfer_encoding = true;
+            }
+        }
+        scan
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_pass_finds_what_the_lookups_found() {
+        let mut h = HeaderMap::new();
+        h.append(header::HOST, HeaderValue::from_static("a"));
+        h.append(header::HOST, HeaderValue::from_static("b"));
+        h.append(header::ACCEPT, HeaderValue::from_static("*/*"));
+        h.append(header::CONTENT_LENGTH, HeaderValue::from_static("3"));
+        let scan = FieldScan::of(&h);
+        assert_eq!(scan.hosts, h.get_all(header::HOST).iter().count());
+        assert!(scan.content_length && !scan.transfer_encoding);
+        // "host: a", "host: b", "accept: */*", "content-length: 3", each + 4.
+        assert_eq!(
+            scan.section_len,
+            (4 + 1 + 4) * 2 + (6 + 3 + 4) + (14 + 1 + 4)
+        );
+        h.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        h.remove(header::CONTENT_LENGTH);
+        h.remove(header::HOST);
+        let scan = FieldScan::of(&h);
+        assert_eq!(scan.hosts, 0);
+        assert!(!scan.content_length && scan.transfer_encoding);
+        assert_eq!(FieldScan::of(&HeaderMap::new()), FieldScan::default());
+    }
 
     #[test]
     fn removes_connection_named_fields() {

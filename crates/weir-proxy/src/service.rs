@@ -45,7 +45,11 @@ pub(crate) async fn handle(
     let start = Instant::now();
     let https = conn.listener.setup.tls.is_some();
     let log = engine.log.as_ref().map(|_| LogInfo::new(&req, https));
-    let bytes_in = headers::content_length(req.headers()).unwrap_or(0);
+    let fields = headers::FieldScan::of(req.headers());
+    let bytes_in = match fields.content_length {
+        true => headers::content_length(req.headers()).unwrap_or(0),
+        false => 0,
+    };
     // Without a cluster no request is from a peer: no field lookup for it.
     let from_peer = engine.cluster.is_some() && req.headers().contains_key(crate::headers::HOP);
     let mut txn = {
@@ -71,7 +75,7 @@ pub(crate) async fn handle(
         }
         txn
     };
-    let served = match transact(&engine, &conn, req, &mut txn, stream_interim).await {
+    let served = match transact(&engine, &conn, req, fields, &mut txn, stream_interim).await {
         Ok(s) => s,
         Err(e) => error_served(&engine.metrics, e),
     };
@@ -119,6 +123,7 @@ async fn transact(
     engine: &Arc<Engine>,
     conn: &ConnInfo,
     req: Request<ClientStream>,
+    fields: headers::FieldScan,
     txn: &mut Option<ModTxn>,
     stream_interim: Option<Interim>,
 ) -> Result<Served, ProxyError> {
@@ -132,17 +137,17 @@ async fn transact(
         .requests
         .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
         + 1;
-    let mut hosts = req.headers().get_all(header::HOST).iter();
-    if hosts.next().is_none() && req.version() == http::Version::HTTP_11 {
+    if fields.hosts == 0 && req.version() == http::Version::HTTP_11 {
         return Err(ProxyError::bad_request(
             "an HTTP/1.1 request needs a Host header",
         ));
     }
     // RFC 9112 §3.2: Host is a single field; two of them leave the target ambiguous.
-    if hosts.next().is_some() {
+    if fields.hosts > 1 {
         return Err(ProxyError::bad_request("more than one Host header"));
     }
-    if headers::ambiguous_framing(req.headers())
+    // Without Content-Length there is nothing for the framing to disagree with.
+    if (fields.content_length && headers::ambiguous_framing(req.headers()))
         || (req.version() <= http::Version::HTTP_11 && conn.framing.is_ambiguous(sequence))
     {
         return Err(ProxyError::bad_request(
@@ -151,7 +156,7 @@ async fn transact(
         .closing());
     }
     let limit = engine.limits.max_request_header.0 as usize;
-    let bytes = headers::header_section_len(req.headers()) + uri_len(req.uri());
+    let bytes = fields.section_len + uri_len(req.uri());
     if let Some(reason) = headers::head_refusal(req.headers().len(), bytes, limit) {
         return Err(ProxyError::new(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
@@ -175,7 +180,9 @@ async fn transact(
         };
     }
     let max_body = engine.limits.max_request_body.0;
-    if headers::content_length(&parts.headers).is_some_and(|n| n > max_body) {
+    // Modules may have set the field since the scan.
+    let may_declare = fields.content_length || txn.is_some();
+    if may_declare && headers::content_length(&parts.headers).is_some_and(|n| n > max_body) {
         return Err(body_too_large(max_body));
     }
     let body = ClientIncoming::new(body, engine.client_body_idle);
