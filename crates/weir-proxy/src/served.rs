@@ -56,16 +56,18 @@ pub(crate) fn reply_response(reply: Reply) -> Response<ProxyBody> {
 
 /// Adds our `Cache-Status` entry after those of caches nearer the origin (RFC 9211 §2).
 pub(crate) fn set_cache_status(headers: &mut header::HeaderMap, ours: HeaderValue) {
-    let combined = match headers.get(CACHE_STATUS) {
-        None => None,
-        Some(theirs) => {
-            let mut v = theirs.as_bytes().to_vec();
+    // One lookup for both cases (every response comes here).
+    match headers.entry(CACHE_STATUS) {
+        header::Entry::Vacant(e) => {
+            e.insert(ours);
+        }
+        header::Entry::Occupied(mut e) => {
+            let mut v = e.get().as_bytes().to_vec();
             v.extend_from_slice(b", ");
             v.extend_from_slice(ours.as_bytes());
-            HeaderValue::from_bytes(&v).ok()
+            e.insert(HeaderValue::from_bytes(&v).unwrap_or(ours));
         }
-    };
-    headers.insert(CACHE_STATUS, combined.unwrap_or(ours));
+    }
 }
 
 /// Our `Cache-Status` entry in a cluster: named `weir-<node>` in an answer to a peer
