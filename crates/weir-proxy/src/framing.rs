@@ -124,27 +124,12 @@ impl<IO> FramingGuard<IO> {
             }
         }
         while !data.is_empty() {
+            if let Some(end) = self.whole_head(data) {
+                data = &mut std::mem::take(&mut data)[end..];
+                continue;
+            }
             let used = match &mut self.state {
                 State::Off => return,
-                // The common case, a whole head in this read, is checked where it is:
-                // copying it first cost a copy per request, and with pipelined
-                // requests a copy of all those behind it too.
-                State::Head(buf) if buf.is_empty() => match head_end(data) {
-                    Some(i) => {
-                        let end = i + 4;
-                        if let Some(field) = self.head_complete(&data[..end]) {
-                            proxy_connection::rewrite(&mut data[field..]);
-                        }
-                        end
-                    }
-                    None => {
-                        buf.extend_from_slice(data);
-                        if buf.len() > self.head_limit {
-                            self.state = State::Off;
-                        }
-                        data.len()
-                    }
-                },
                 State::Head(buf) => {
                     let start = buf.len().saturating_sub(3);
                     let chunk_at = buf.len();
@@ -243,6 +228,22 @@ impl<IO> FramingGuard<IO> {
             };
             data = &mut std::mem::take(&mut data)[used..];
         }
+    }
+
+    /// The common case, a whole head at the start of `data` with nothing buffered
+    /// before it: checked where it is (copying it into the buffer first cost a copy per
+    /// request, and with pipelined requests a copy of all those behind it too). Returns
+    /// the head's length; `None` leaves the bytes to the general path.
+    fn whole_head(&mut self, data: &mut [u8]) -> Option<usize> {
+        match &self.state {
+            State::Head(buf) if buf.is_empty() => {}
+            _ => return None,
+        }
+        let end = head_end(data)? + 4;
+        if let Some(field) = self.head_complete(&data[..end]) {
+            proxy_connection::rewrite(&mut data[field..]);
+        }
+        Some(end)
     }
 
     /// Takes note of a complete request head; returns the offset in `head` of a
