@@ -211,7 +211,6 @@ pub(crate) struct FieldScan {
     /// `Host` fields.
     pub hosts: usize,
     pub content_length: bool,
-    pub transfer_encoding: bool,
     /// The size of the section as received, about: each field's name and value, and
     /// 4 bytes for `: ` and the line's end.
     pub section_len: usize,
@@ -226,8 +225,6 @@ impl FieldScan {
                 scan.hosts += 1;
             } else if name == header::CONTENT_LENGTH {
                 scan.content_length = true;
-            } else if name == header::TRANSFER_ENCODING {
-                scan.transfer_encoding = true;
             }
         }
         scan
@@ -247,7 +244,7 @@ mod tests {
         h.append(header::CONTENT_LENGTH, HeaderValue::from_static("3"));
         let scan = FieldScan::of(&h);
         assert_eq!(scan.hosts, h.get_all(header::HOST).iter().count());
-        assert!(scan.content_length && !scan.transfer_encoding);
+        assert!(scan.content_length);
         // "host: a", "host: b", "accept: */*", "content-length: 3", each + 4.
         assert_eq!(
             scan.section_len,
@@ -261,7 +258,7 @@ mod tests {
         h.remove(header::HOST);
         let scan = FieldScan::of(&h);
         assert_eq!(scan.hosts, 0);
-        assert!(!scan.content_length && scan.transfer_encoding);
+        assert!(!scan.content_length);
         assert_eq!(FieldScan::of(&HeaderMap::new()), FieldScan::default());
     }
 
