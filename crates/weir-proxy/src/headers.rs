@@ -204,7 +204,7 @@ pub(crate) fn head_too_large(limit: usize) -> String {
 }
 
 /// What the engine checks of every request's fields before anything else, found in
-/// one pass over them: each of those lookups (Host twice, Content-Length three times)
+/// one pass over them: each of those lookups (Host once, Content-Length three times)
 /// hashed a name and probed the map, and most requests have no body fields at all.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FieldScan {
