@@ -75,7 +75,17 @@ pub(crate) async fn handle(
         }
         txn
     };
-    let served = match transact(&engine, &conn, req, fields, &mut txn, stream_interim).await {
+    let served = match transact(
+        &engine,
+        &conn,
+        req,
+        fields,
+        bytes_in,
+        &mut txn,
+        stream_interim,
+    )
+    .await
+    {
         Ok(s) => s,
         Err(e) => error_served(&engine.metrics, e),
     };
@@ -124,6 +134,7 @@ async fn transact(
     conn: &ConnInfo,
     req: Request<ClientStream>,
     fields: headers::FieldScan,
+    declared_body: u64,
     txn: &mut Option<ModTxn>,
     stream_interim: Option<Interim>,
 ) -> Result<Served, ProxyError> {
@@ -179,10 +190,11 @@ async fn transact(
             )),
         };
     }
+    // The length the client declared, read before any module saw the request: a
+    // module that changes the field does not change what the client sends, and the
+    // body is held to the limit as it is read whatever the field says.
     let max_body = engine.limits.max_request_body.0;
-    // Modules may have set the field since the scan.
-    let may_declare = fields.content_length || txn.is_some();
-    if may_declare && headers::content_length(&parts.headers).is_some_and(|n| n > max_body) {
+    if declared_body > max_body {
         return Err(body_too_large(max_body));
     }
     let body = ClientIncoming::new(body, engine.client_body_idle);
