@@ -37,6 +37,7 @@ mod service;
 mod target;
 mod tunnel;
 mod upstream;
+mod worker;
 
 pub use config::{Config, ConfigError};
 pub use server::{ReloadRequest, Server, StartError};

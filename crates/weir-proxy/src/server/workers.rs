@@ -52,6 +52,9 @@ impl Workers {
             let thread = std::thread::Builder::new()
                 .name(format!("weir-worker-{i}"))
                 .spawn(move || {
+                    if scheduler == Scheduler::PerCore {
+                        crate::worker::set_current(i as u16 + 1);
+                    }
                     runtime.block_on(async {
                         let _ = exited.await;
                     });

@@ -12,6 +12,7 @@ use hyper_util::rt::TokioIo;
 
 use super::connect::{connect, BoxIo, Negotiated};
 use super::error::UpstreamError;
+use super::h1_pool::{Idle, Near};
 use super::origins::{Origin, Upstream};
 use super::tls::Alpn;
 use crate::body::request::RequestBody;
@@ -20,6 +21,8 @@ use crate::body::request::RequestBody;
 pub(super) struct PooledConn {
     pub(super) sender: http1::SendRequest<RequestBody>,
     origin: Arc<Origin>,
+    /// The worker whose event loop runs the connection's task.
+    worker: u16,
 }
 
 impl PooledConn {
@@ -30,7 +33,11 @@ impl PooledConn {
         let pool = &self.origin.h1;
         let mut idle = pool.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < pool.max_idle {
-            idle.push((self.sender, Instant::now()));
+            idle.push(Idle {
+                sender: self.sender,
+                since: Instant::now(),
+                worker: self.worker,
+            });
         }
         drop(idle);
         pool.available.notify_one();
@@ -57,35 +64,23 @@ impl PooledConn {
     }
 }
 
-/// An idle connection, or a new one if the origin's limit allows, or the first one
-/// to become available. The flag tells whether the connection was reused.
+/// An idle connection whose task runs on this worker, or a new one if the origin's
+/// limit allows, or another worker's idle one, or the first one to become available.
+/// The flag tells whether the connection was reused. (With work stealing every
+/// connection is the one worker's: the most recently used idle one is taken.)
 pub(super) async fn checkout(
     up: &Upstream,
     origin: &Arc<Origin>,
 ) -> Result<(PooledConn, bool), UpstreamError> {
     let pool = &origin.h1;
     let deadline = Instant::now() + up.response_timeout;
+    let here = crate::worker::current();
     loop {
         let notified = pool.available.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        loop {
-            let next = pool.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-            let Some((sender, since)) = next else { break };
-            if sender.is_closed()
-                || !sender.is_ready()
-                || since.elapsed() >= up.settings.idle_timeout.0
-            {
-                continue;
-            }
-            up.metrics.origin_connection_reused();
-            return Ok((
-                PooledConn {
-                    sender,
-                    origin: origin.clone(),
-                },
-                true,
-            ));
+        if let Some(reused) = reuse(up, origin, here, Near::Only) {
+            return Ok((reused, true));
         }
         let open = pool.open.load(Ordering::Acquire);
         if open < up.settings.max_connections_per_origin
@@ -97,6 +92,9 @@ pub(super) async fn checkout(
             // Boxed: a connect is rare next to a reuse, and its future is large.
             return Ok((Box::pin(connect_reserved(up, origin)).await?, false));
         }
+        if let Some(reused) = reuse(up, origin, here, Near::Any) {
+            return Ok((reused, true));
+        }
         if open >= up.settings.max_connections_per_origin
             && tokio::time::timeout_at(deadline.into(), notified)
                 .await
@@ -105,6 +103,29 @@ pub(super) async fn checkout(
             return Err(UpstreamError::Timeout);
         }
     }
+}
+
+/// An idle connection that can take a request now, of worker `here`'s (`Near::Only`)
+/// or of any worker's; those found closed, busy or expired on the way are dropped.
+fn reuse(up: &Upstream, origin: &Arc<Origin>, here: u16, near: Near) -> Option<PooledConn> {
+    while let Some(Idle {
+        sender,
+        since,
+        worker,
+    }) = origin.h1.take_idle(here, near)
+    {
+        if sender.is_closed() || !sender.is_ready() || since.elapsed() >= up.settings.idle_timeout.0
+        {
+            continue;
+        }
+        up.metrics.origin_connection_reused();
+        return Some(PooledConn {
+            sender,
+            origin: origin.clone(),
+            worker,
+        });
+    }
+    None
 }
 
 /// Opens a connection for which a place in the pool's `open` count was already taken.
@@ -170,6 +191,8 @@ pub(super) async fn handshake(
     Ok(PooledConn {
         sender,
         origin: origin.clone(),
+        // Spawned on this thread's runtime: per core, this worker's event loop.
+        worker: crate::worker::current(),
     })
 }
 
