@@ -228,3 +228,41 @@ fn http10_clients_that_ask_keep_their_connection() {
     assert_eq!(conn.read_final(false).unwrap().status, 200);
     assert!(conn.closed_within(Duration::from_secs(2)));
 }
+
+/// Per core, a worker keeps the origin connections it opened: two client connections,
+/// which the two workers serve one each, use an origin connection each, rather than
+/// taking turns on one whose task runs on the other worker (which would wake that
+/// worker's thread for every exchange).
+#[test]
+fn per_core_workers_keep_their_own_origin_connections() {
+    let origin = TestOrigin::start();
+    origin.route("/own/*", Reply::ok("own").cc("no-store"));
+    let proxy = Proxy::builder()
+        .forward()
+        .option("server", "workers", "2")
+        .option("server", "scheduler", "per-core")
+        .start();
+    let ask = |conn: &mut RawConn, path: String| {
+        conn.send(&absolute("GET", &origin, &path, ""));
+        let r = conn
+            .read_final(false)
+            .expect("a response on the kept-alive connection");
+        assert_eq!((r.status, r.text().as_str()), (200, "own"), "{path}");
+        // Time for the origin connection to go back to the pool.
+        std::thread::sleep(Duration::from_millis(30));
+    };
+    // One after the other, so that the second goes to the less busy worker.
+    let mut a = RawConn::connect(proxy.forward_addr());
+    ask(&mut a, "/own/a0".into());
+    let mut b = RawConn::connect(proxy.forward_addr());
+    for i in 1..6 {
+        ask(&mut b, format!("/own/b{i}"));
+        ask(&mut a, format!("/own/a{i}"));
+    }
+    assert_eq!(origin.total(), 11);
+    assert_eq!(
+        origin.connections_accepted(),
+        2,
+        "two workers, each with its own origin connection"
+    );
+}
