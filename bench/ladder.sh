@@ -450,11 +450,7 @@ for s in "${SIZE_LIST[@]}"; do TESTS+=("hit-$s"); done
 TESTS+=(miss)
 log "rungs ${VARIANT_LIST[*]} (order: $ORDER); ${RUNS} rounds of ${DURATION} runs: hits (${SIZE_LIST[*]}, wrk -t1 -c$CONNS), misses (${DELAY_MS} ms origin, wrk -t1 -c$MISS_CONNS)"
 for run in $(seq "$RUNS"); do
-    round=("${VARIANT_LIST[@]}")
-    if [ "$ORDER" = rotate ]; then
-        shift_by=$(( (run - 1) % ${#VARIANT_LIST[@]} ))
-        round=("${VARIANT_LIST[@]:shift_by}" "${VARIANT_LIST[@]:0:shift_by}")
-    fi
+    mapfile -t round < <(rotated "$run" "${VARIANT_LIST[@]}")
     for test in "${TESTS[@]}"; do
         if [ "$test" = miss ] && [ "$MISS_DIRECT" = 1 ]; then measure o miss "$run"; fi
         for v in "${round[@]}"; do

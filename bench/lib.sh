@@ -279,3 +279,13 @@ users = ["bench"]
 methods = ["GET", "HEAD"]
 TOML
 }
+
+# rotated ROUND ITEM...: the items in the order of round ROUND (from 1) when ORDER is
+# rotate (round r starts with the r-th item, so no item always runs first), else as
+# given; one per line.
+rotated() {
+    local round="$1"; shift
+    local items=("$@") by=0
+    [ "${ORDER:-fixed}" = rotate ] && by=$(( (round - 1) % ${#items[@]} ))
+    printf '%s\n' "${items[@]:by}" "${items[@]:0:by}"
+}

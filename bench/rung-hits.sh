@@ -77,6 +77,7 @@ own_code() {
     esac
 }
 case " $RUNGS " in *" $BASE "*) ;; *) die "BASE=$BASE is not one of RUNGS ($RUNGS)" ;; esac
+case "$ORDER" in fixed | rotate) ;; *) die "ORDER must be fixed or rotate" ;; esac
 [ "$BUILD" = 1 ] && (cd "$ROOT" && cargo build --release -p weir) >&2
 STARTED_PIDS=()
 TMP="$(mktemp -d -t weir-rung-hits.XXXXXX)"
@@ -144,11 +145,7 @@ echo "| round | rung | requests | CPU seconds | requests per CPU-second | module
 echo "| ---: | --- | ---: | ---: | ---: | ---: |"
 read -r -a ALL <<< "$RUNGS"
 for round in $(seq "$ROUNDS"); do
-    order=("${ALL[@]}")
-    if [ "$ORDER" = rotate ]; then
-        shift_by=$(( (round - 1) % ${#ALL[@]} ))
-        order=("${ALL[@]:$shift_by}" "${ALL[@]:0:$shift_by}")
-    fi
+    mapfile -t order < <(rotated "$round" "${ALL[@]}")
     for rung in "${order[@]}"; do
         extra=(); [ -n "${FIELD[$rung]}" ] && extra=(-H "${FIELD[$rung]}")
         own="$(own_code "$rung")"
