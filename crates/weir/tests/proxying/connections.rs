@@ -266,3 +266,39 @@ fn per_core_workers_keep_their_own_origin_connections() {
         "two workers, each with its own origin connection"
     );
 }
+
+/// Per core, at the origin's connection limit, a request whose worker has no idle
+/// connection of its own waits and then takes another worker's: every request is
+/// answered, and the limit holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_core_workers_share_connections_at_the_limit() {
+    let origin = TestOrigin::start();
+    origin.route(
+        "/shared/*",
+        Reply::ok("shared")
+            .cc("no-store")
+            .delay(Duration::from_millis(100)),
+    );
+    let proxy = Proxy::builder()
+        .forward()
+        .option("server", "workers", "2")
+        .option("server", "scheduler", "per-core")
+        .option("upstream", "max_connections_per_origin", "3")
+        .start();
+    let client = proxied_client(proxy.forward_addr());
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..12 {
+        let (client, url) = (client.clone(), origin.url(&format!("/shared/{i}")));
+        set.spawn(async move { get(&client, &url, &[]).await });
+    }
+    while let Some(r) = set.join_next().await {
+        let r = r.unwrap();
+        assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "shared"));
+    }
+    assert_eq!(origin.total(), 12);
+    assert!(
+        origin.max_connections_open() <= 3,
+        "{} origin connections open at once with max_connections_per_origin = 3",
+        origin.max_connections_open()
+    );
+}
