@@ -85,20 +85,30 @@ async fn origin_connections_are_limited_per_origin() {
         .forward()
         .option("upstream", "max_connections_per_origin", "2")
         .start();
-    let client = proxied_client(proxy.forward_addr());
+    get_at_once(&origin, proxy.forward_addr(), "limited", 6).await;
+    assert_within_limit(&origin, 2);
+}
+
+/// Asks for `/{name}/0` to `/{name}/{count - 1}` all at once through the forward proxy
+/// at `proxy`; each must answer 200 with `name` as its body, and reach the origin.
+async fn get_at_once(origin: &TestOrigin, proxy: std::net::SocketAddr, name: &str, count: usize) {
+    let client = proxied_client(proxy);
     let mut set = tokio::task::JoinSet::new();
-    for i in 0..6 {
-        let (client, url) = (client.clone(), origin.url(&format!("/limited/{i}")));
+    for i in 0..count {
+        let (client, url) = (client.clone(), origin.url(&format!("/{name}/{i}")));
         set.spawn(async move { get(&client, &url, &[]).await });
     }
     while let Some(r) = set.join_next().await {
         let r = r.unwrap();
-        assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "limited"));
+        assert_eq!((r.status.as_u16(), r.text().as_str()), (200, name));
     }
-    assert_eq!(origin.total(), 6);
+    assert_eq!(origin.total(), count);
+}
+
+fn assert_within_limit(origin: &TestOrigin, limit: usize) {
     assert!(
-        origin.max_connections_open() <= 2,
-        "{} origin connections open at once with max_connections_per_origin = 2",
+        origin.max_connections_open() <= limit,
+        "{} origin connections open at once with max_connections_per_origin = {limit}",
         origin.max_connections_open()
     );
 }
@@ -285,20 +295,6 @@ async fn per_core_workers_share_connections_at_the_limit() {
         .option("server", "scheduler", "per-core")
         .option("upstream", "max_connections_per_origin", "3")
         .start();
-    let client = proxied_client(proxy.forward_addr());
-    let mut set = tokio::task::JoinSet::new();
-    for i in 0..12 {
-        let (client, url) = (client.clone(), origin.url(&format!("/shared/{i}")));
-        set.spawn(async move { get(&client, &url, &[]).await });
-    }
-    while let Some(r) = set.join_next().await {
-        let r = r.unwrap();
-        assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "shared"));
-    }
-    assert_eq!(origin.total(), 12);
-    assert!(
-        origin.max_connections_open() <= 3,
-        "{} origin connections open at once with max_connections_per_origin = 3",
-        origin.max_connections_open()
-    );
+    get_at_once(&origin, proxy.forward_addr(), "shared", 12).await;
+    assert_within_limit(&origin, 3);
 }
