@@ -21,66 +21,72 @@ use crate::headers::{HOP, HOP_ORIGIN};
 
 /// Sends a cache fill's request for `url` to its owner, or to `origin` when this node
 /// owns it, the request came from a peer, or the owner failed.
-pub(crate) async fn send(
-    engine: &Engine,
-    origin: &OriginAddr,
-    url: &str,
+#[allow(clippy::manual_async_fn)] // see the comment in the body
+pub(crate) fn send<'a>(
+    engine: &'a Engine,
+    origin: &'a OriginAddr,
+    url: &'a str,
     mut req: Request<RequestBody>,
-) -> Result<Response<UpstreamBody>, UpstreamError> {
-    let from_peer = req.headers_mut().remove(HOP).is_some();
-    req.headers_mut().remove(HOP_ORIGIN);
-    let owner = match &engine.cluster {
-        Some(cluster) if !from_peer => cluster
-            .cluster
-            .owner(url)
-            .filter(|(name, _)| name != cluster.cluster.node())
-            .map(|(name, m)| (name, m.peer_addr, cluster)),
-        _ => None,
-    };
-    let Some((owner, peer, cluster)) = owner else {
-        return engine.upstream.send(origin, req).await;
-    };
-    let Some(peer_addr) = parse_peer(&peer) else {
-        return engine.upstream.send(origin, req).await;
-    };
-    // The same request again, for the origin if the owner fails (fills carry no body).
-    let mut direct = Request::new(RequestBody::Empty);
-    *direct.method_mut() = req.method().clone();
-    *direct.uri_mut() = req.uri().clone();
-    *direct.headers_mut() = req.headers().clone();
-    // The owner is asked for the URL the key is named by (so that its own clients'
-    // requests find what it stores for its peers) and told where to fetch it from:
-    // `OriginAddr` writes `https://` for a TLS origin, which the owner fetches over TLS
-    // (the hop itself is plain HTTP, between peers on a private network).
-    let fetch_from = match origin.tls {
-        true => origin.to_string(),
-        false => format!("http://{origin}"),
-    };
-    if let Ok(uri) = url.parse() {
-        *req.uri_mut() = uri;
-    }
-    if let Ok(v) = HeaderValue::from_str(cluster.cluster.node()) {
-        req.headers_mut().insert(HOP, v);
-    }
-    if let Ok(v) = HeaderValue::from_str(&fetch_from) {
-        req.headers_mut().insert(HOP_ORIGIN, v);
-    }
-    match tokio::time::timeout(cluster.lease, engine.upstream.send(&peer_addr, req)).await {
-        Ok(Ok(mut response)) => {
-            if !cluster.keeps_copy(url) {
-                response.extensions_mut().insert(NotKept);
+) -> impl std::future::Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + Send + 'a {
+    // An `async` block rather than an `async fn`: an `async fn` keeps each argument
+    // twice in its future, and this one is part of every fill's, copied whole when the
+    // fill starts.
+    async move {
+        let from_peer = req.headers_mut().remove(HOP).is_some();
+        req.headers_mut().remove(HOP_ORIGIN);
+        let owner = match &engine.cluster {
+            Some(cluster) if !from_peer => cluster
+                .cluster
+                .owner(url)
+                .filter(|(name, _)| name != cluster.cluster.node())
+                .map(|(name, m)| (name, m.peer_addr, cluster)),
+            _ => None,
+        };
+        let Some((owner, peer, cluster)) = owner else {
+            return engine.upstream.send(origin, req).await;
+        };
+        let Some(peer_addr) = parse_peer(&peer) else {
+            return engine.upstream.send(origin, req).await;
+        };
+        // The same request again, for the origin if the owner fails (fills carry no body).
+        let mut direct = Request::new(RequestBody::Empty);
+        *direct.method_mut() = req.method().clone();
+        *direct.uri_mut() = req.uri().clone();
+        *direct.headers_mut() = req.headers().clone();
+        // The owner is asked for the URL the key is named by (so that its own clients'
+        // requests find what it stores for its peers) and told where to fetch it from:
+        // `OriginAddr` writes `https://` for a TLS origin, which the owner fetches over TLS
+        // (the hop itself is plain HTTP, between peers on a private network).
+        let fetch_from = match origin.tls {
+            true => origin.to_string(),
+            false => format!("http://{origin}"),
+        };
+        if let Ok(uri) = url.parse() {
+            *req.uri_mut() = uri;
+        }
+        if let Ok(v) = HeaderValue::from_str(cluster.cluster.node()) {
+            req.headers_mut().insert(HOP, v);
+        }
+        if let Ok(v) = HeaderValue::from_str(&fetch_from) {
+            req.headers_mut().insert(HOP_ORIGIN, v);
+        }
+        match tokio::time::timeout(cluster.lease, engine.upstream.send(&peer_addr, req)).await {
+            Ok(Ok(mut response)) => {
+                if !cluster.keeps_copy(url) {
+                    response.extensions_mut().insert(NotKept);
+                }
+                let (head, mut body) = response.into_parts();
+                body.resume_with(&head.headers, rest_from_origin(engine, origin, direct));
+                Ok(Response::from_parts(head, body))
             }
-            let (head, mut body) = response.into_parts();
-            body.resume_with(&head.headers, rest_from_origin(engine, origin, direct));
-            Ok(Response::from_parts(head, body))
-        }
-        Ok(Err(e)) => {
-            tracing::debug!(%owner, error = ?e, "cluster: the owner failed; fetching from the origin");
-            engine.upstream.send(origin, direct).await
-        }
-        Err(_) => {
-            tracing::debug!(%owner, "cluster: the owner did not answer in time; fetching from the origin");
-            engine.upstream.send(origin, direct).await
+            Ok(Err(e)) => {
+                tracing::debug!(%owner, error = ?e, "cluster: the owner failed; fetching from the origin");
+                engine.upstream.send(origin, direct).await
+            }
+            Err(_) => {
+                tracing::debug!(%owner, "cluster: the owner did not answer in time; fetching from the origin");
+                engine.upstream.send(origin, direct).await
+            }
         }
     }
 }

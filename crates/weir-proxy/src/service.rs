@@ -36,271 +36,289 @@ pub(crate) use crate::target::Target;
 /// HTTP/2 stream's queue for the origin's 1xx responses (an HTTP/1.1 request uses its
 /// connection's): an argument rather than a request extension, which would allocate
 /// the extensions' map on every request.
-pub(crate) async fn handle(
+#[allow(clippy::manual_async_fn)] // see the comment in the body
+pub(crate) fn handle(
     engine: Arc<Engine>,
     conn: Arc<ConnInfo>,
     req: Request<ClientStream>,
     stream_interim: Option<Interim>,
-) -> Result<Response<ProxyBody>, std::convert::Infallible> {
-    let start = Instant::now();
-    let https = conn.listener.setup.tls.is_some();
-    let log = engine.log.as_ref().map(|_| LogInfo::new(&req, https));
-    let fields = headers::FieldScan::of(req.headers());
-    let bytes_in = match fields.content_length {
-        true => headers::content_length(req.headers()).unwrap_or(0),
-        false => 0,
-    };
-    // Without a cluster no request is from a peer: no field lookup for it.
-    let from_peer = engine.cluster.is_some() && req.headers().contains_key(crate::headers::HOP);
-    let mut txn = {
-        let chains = engine.modules.load();
-        // A route's modules apply from the first event, so the route is found from the
-        // request as received (modules do not re-route it).
-        let route = conn
-            .listener
-            .router
-            .as_ref()
-            .filter(|_| chains.by_route())
-            .and_then(|r| {
-                let host = req
+) -> impl std::future::Future<Output = Result<Response<ProxyBody>, std::convert::Infallible>> + Send
+{
+    // An `async` block rather than an `async fn`: an `async fn` keeps its arguments
+    // twice in its future, which hyper moves whole into its slot for every request.
+    async move {
+        let start = Instant::now();
+        let https = conn.listener.setup.tls.is_some();
+        let log = engine.log.as_ref().map(|_| LogInfo::new(&req, https));
+        let fields = headers::FieldScan::of(req.headers());
+        let bytes_in = match fields.content_length {
+            true => headers::content_length(req.headers()).unwrap_or(0),
+            false => 0,
+        };
+        // Without a cluster no request is from a peer: no field lookup for it.
+        let from_peer = engine.cluster.is_some() && req.headers().contains_key(crate::headers::HOP);
+        let mut txn = {
+            let chains = engine.modules.load();
+            // A route's modules apply from the first event, so the route is found from the
+            // request as received (modules do not re-route it).
+            let route = conn
+                .listener
+                .router
+                .as_ref()
+                .filter(|_| chains.by_route())
+                .and_then(|r| {
+                    let host = req
+                        .headers()
+                        .get(header::HOST)
+                        .and_then(|h| h.to_str().ok())
+                        .or(req.uri().authority().map(|a| a.as_str()));
+                    r.route_index(host, req.uri().path())
+                });
+            let mut txn = chains.for_route(route).new_txn(conn.client);
+            if let Some(t) = txn.as_mut() {
+                weir_api::engine::set_listener(&mut t.txn, conn.listener.api_view(https));
+            }
+            txn
+        };
+        let served = match transact(
+            &engine,
+            &conn,
+            req,
+            fields,
+            bytes_in,
+            &mut txn,
+            stream_interim,
+        )
+        .await
+        {
+            Ok(s) => s,
+            Err(e) => error_served(&engine.metrics, e),
+        };
+        let Served {
+            mut response,
+            outcome,
+            cache_status,
+            upstream,
+            origin_body,
+        } = served;
+        let cache_status = crate::served::cluster_entry(&engine, cache_status, from_peer);
+        set_cache_status(response.headers_mut(), cache_status);
+        let shared = crate::deliver::deliver!(&engine, &mut txn, &mut response, origin_body);
+        let record = TxnRecord {
+            engine: engine.clone(),
+            mode: conn.listener.mode,
+            client: conn.client,
+            outcome,
+            status: response.status().as_u16(),
+            start,
+            bytes_in,
+            log: log.map(|mut l| {
+                l.upstream = upstream.map(|u| u.to_string());
+                l.content_type = response
                     .headers()
-                    .get(header::HOST)
-                    .and_then(|h| h.to_str().ok())
-                    .or(req.uri().authority().map(|a| a.as_str()));
-                r.route_index(host, req.uri().path())
-            });
-        let mut txn = chains.for_route(route).new_txn(conn.client);
-        if let Some(t) = txn.as_mut() {
-            weir_api::engine::set_listener(&mut t.txn, conn.listener.api_view(https));
-        }
-        txn
-    };
-    let served = match transact(
-        &engine,
-        &conn,
-        req,
-        fields,
-        bytes_in,
-        &mut txn,
-        stream_interim,
-    )
-    .await
-    {
-        Ok(s) => s,
-        Err(e) => error_served(&engine.metrics, e),
-    };
-    let Served {
-        mut response,
-        outcome,
-        cache_status,
-        upstream,
-        origin_body,
-    } = served;
-    let cache_status = crate::served::cluster_entry(&engine, cache_status, from_peer);
-    set_cache_status(response.headers_mut(), cache_status);
-    let shared = crate::deliver::deliver!(&engine, &mut txn, &mut response, origin_body);
-    let record = TxnRecord {
-        engine: engine.clone(),
-        mode: conn.listener.mode,
-        client: conn.client,
-        outcome,
-        status: response.status().as_u16(),
-        start,
-        bytes_in,
-        log: log.map(|mut l| {
-            l.upstream = upstream.map(|u| u.to_string());
-            l.content_type = response
-                .headers()
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            Box::new(l)
-        }),
-        completed: false,
-        body_failed: false,
-        txn,
-        shared,
-    };
-    let declared = match response.status() {
-        StatusCode::NOT_MODIFIED | StatusCode::NO_CONTENT => Some(0),
-        _ => headers::content_length(response.headers()),
-    };
-    response.body_mut().attach(Box::new(record), declared);
-    Ok(response)
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                Box::new(l)
+            }),
+            completed: false,
+            body_failed: false,
+            txn,
+            shared,
+        };
+        let declared = match response.status() {
+            StatusCode::NOT_MODIFIED | StatusCode::NO_CONTENT => Some(0),
+            _ => headers::content_length(response.headers()),
+        };
+        response.body_mut().attach(Box::new(record), declared);
+        Ok(response)
+    }
 }
 
-async fn transact(
-    engine: &Arc<Engine>,
-    conn: &ConnInfo,
+#[allow(clippy::manual_async_fn)] // see the comment in `handle`
+fn transact<'a>(
+    engine: &'a Arc<Engine>,
+    conn: &'a ConnInfo,
     req: Request<ClientStream>,
     fields: headers::FieldScan,
     declared_body: u64,
-    txn: &mut Option<ModTxn>,
+    txn: &'a mut Option<ModTxn>,
     stream_interim: Option<Interim>,
-) -> Result<Served, ProxyError> {
-    if !conn.allowed {
-        return Err(ProxyError::forbidden(format!(
-            "client {} is not allowed to use this proxy",
-            conn.client.ip()
-        )));
-    }
-    let sequence = conn
-        .requests
-        .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
-        + 1;
-    if fields.hosts == 0 && req.version() == http::Version::HTTP_11 {
-        return Err(ProxyError::bad_request(
-            "an HTTP/1.1 request needs a Host header",
-        ));
-    }
-    // RFC 9112 §3.2: Host is a single field; two of them leave the target ambiguous.
-    if fields.hosts > 1 {
-        return Err(ProxyError::bad_request("more than one Host header"));
-    }
-    // Without Content-Length there is nothing for the framing to disagree with.
-    if (fields.content_length && headers::ambiguous_framing(req.headers()))
-        || (req.version() <= http::Version::HTTP_11 && conn.framing.is_ambiguous(sequence))
-    {
-        return Err(ProxyError::bad_request(
+) -> impl std::future::Future<Output = Result<Served, ProxyError>> + Send + 'a {
+    // An `async` block: see `handle`.
+    async move {
+        if !conn.allowed {
+            return Err(ProxyError::forbidden(format!(
+                "client {} is not allowed to use this proxy",
+                conn.client.ip()
+            )));
+        }
+        let sequence = conn
+            .requests
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+            + 1;
+        if fields.hosts == 0 && req.version() == http::Version::HTTP_11 {
+            return Err(ProxyError::bad_request(
+                "an HTTP/1.1 request needs a Host header",
+            ));
+        }
+        // RFC 9112 §3.2: Host is a single field; two of them leave the target ambiguous.
+        if fields.hosts > 1 {
+            return Err(ProxyError::bad_request("more than one Host header"));
+        }
+        // Without Content-Length there is nothing for the framing to disagree with.
+        if (fields.content_length && headers::ambiguous_framing(req.headers()))
+            || (req.version() <= http::Version::HTTP_11 && conn.framing.is_ambiguous(sequence))
+        {
+            return Err(ProxyError::bad_request(
             "ambiguous message framing (Content-Length with Transfer-Encoding, or conflicting Content-Length)",
         )
         .closing());
-    }
-    let limit = engine.limits.max_request_header.0 as usize;
-    let bytes = fields.section_len + uri_len(req.uri());
-    if let Some(reason) = headers::head_refusal(req.headers().len(), bytes, limit) {
-        return Err(ProxyError::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            ErrorKind::HeaderTooLarge,
-            reason,
-        ));
-    }
-    let (mut parts, body) = req.into_parts();
-    if let Some(reply) = crate::hooks::request_headers(engine, txn.as_mut(), &mut parts).await? {
-        return Ok(Served::module_reply(reply));
-    }
-    if parts.method == Method::CONNECT {
-        let req = Request::from_parts(parts, body);
-        return match conn.listener.mode {
-            ListenMode::Forward => crate::tunnel::connect(engine, conn, req).await,
-            ListenMode::Reverse | ListenMode::Transparent => Err(ProxyError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                ErrorKind::BadRequest,
-                "CONNECT is allowed on forward-proxy listeners only",
-            )),
+        }
+        let limit = engine.limits.max_request_header.0 as usize;
+        let bytes = fields.section_len + uri_len(req.uri());
+        if let Some(reason) = headers::head_refusal(req.headers().len(), bytes, limit) {
+            return Err(ProxyError::new(
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                ErrorKind::HeaderTooLarge,
+                reason,
+            ));
+        }
+        let (mut parts, body) = req.into_parts();
+        if let Some(reply) = crate::hooks::request_headers(engine, txn.as_mut(), &mut parts).await?
+        {
+            return Ok(Served::module_reply(reply));
+        }
+        if parts.method == Method::CONNECT {
+            let req = Request::from_parts(parts, body);
+            return match conn.listener.mode {
+                ListenMode::Forward => crate::tunnel::connect(engine, conn, req).await,
+                ListenMode::Reverse | ListenMode::Transparent => Err(ProxyError::new(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    ErrorKind::BadRequest,
+                    "CONNECT is allowed on forward-proxy listeners only",
+                )),
+            };
+        }
+        // The length the client declared, read before any module saw the request: a
+        // module that changes the field does not change what the client sends, and the
+        // body is held to the limit as it is read whatever the field says.
+        let max_body = engine.limits.max_request_body.0;
+        if declared_body > max_body {
+            return Err(body_too_large(max_body));
+        }
+        let body = ClientIncoming::new(body, engine.client_body_idle);
+        // A module that wants the whole request has the body read now, before routing
+        // and the cache key, which see the request as it changed it.
+        let body = match txn.as_mut() {
+            Some(m) if m.wants(Event::WholeRequest) => {
+                let has_body = !body_is_empty(&parts, &body);
+                match crate::hooks::whole_request(engine, m, &mut parts, body, has_body).await? {
+                    WholeRequest::Body(read) => ClientBody::Read(read),
+                    WholeRequest::Reply(reply) => return Ok(Served::module_reply(reply)),
+                    WholeRequest::NotWanted(body) => ClientBody::Unread(body),
+                }
+            }
+            _ => ClientBody::Unread(body),
         };
-    }
-    // The length the client declared, read before any module saw the request: a
-    // module that changes the field does not change what the client sends, and the
-    // body is held to the limit as it is read whatever the field says.
-    let max_body = engine.limits.max_request_body.0;
-    if declared_body > max_body {
-        return Err(body_too_large(max_body));
-    }
-    let body = ClientIncoming::new(body, engine.client_body_idle);
-    // A module that wants the whole request has the body read now, before routing
-    // and the cache key, which see the request as it changed it.
-    let body = match txn.as_mut() {
-        Some(m) if m.wants(Event::WholeRequest) => {
-            let has_body = !body_is_empty(&parts, &body);
-            match crate::hooks::whole_request(engine, m, &mut parts, body, has_body).await? {
-                WholeRequest::Body(read) => ClientBody::Read(read),
-                WholeRequest::Reply(reply) => return Ok(Served::module_reply(reply)),
-                WholeRequest::NotWanted(body) => ClientBody::Unread(body),
+        let target = resolve_target(conn, &parts, stream_interim)?;
+        if crate::purge::is_purge(&parts.method) {
+            return crate::purge::purge(engine, conn, &target, &parts.headers).await;
+        }
+        match headers::max_forwards(&parts.method, &mut parts.headers) {
+            MaxForwards::AnswerHere => return Ok(answer_here(&parts)),
+            MaxForwards::Absent | MaxForwards::Decremented => {}
+        }
+        let skip_cache = txn.as_ref().is_some_and(|t| t.txn.cache_overrides().skip);
+        if !skip_cache && crate::cached::is_cache_candidate(&parts) {
+            drop(body);
+            return crate::cached::serve(engine, parts, target, txn).await;
+        }
+        // A range miss is forwarded with its Range; its key is kept to fill the cache after,
+        // with a ticket taken before the origin is asked (no resurrection by its part).
+        let mut range_miss = None;
+        if !skip_cache && crate::cached::range::is_range_candidate(&parts) {
+            let key = crate::cached::key_for(&target, txn);
+            let ticket = engine.cache.ticket();
+            if let Some(served) =
+                crate::cached::range::from_cache(engine, &parts, key.clone()).await
+            {
+                return Ok(served);
             }
+            crate::cached::refuse_if_only_cached(&parts.headers)?;
+            range_miss = Some((key, ticket));
         }
-        _ => ClientBody::Unread(body),
-    };
-    let target = resolve_target(conn, &parts, stream_interim)?;
-    if crate::purge::is_purge(&parts.method) {
-        return crate::purge::purge(engine, conn, &target, &parts.headers).await;
-    }
-    match headers::max_forwards(&parts.method, &mut parts.headers) {
-        MaxForwards::AnswerHere => return Ok(answer_here(&parts)),
-        MaxForwards::Absent | MaxForwards::Decremented => {}
-    }
-    let skip_cache = txn.as_ref().is_some_and(|t| t.txn.cache_overrides().skip);
-    if !skip_cache && crate::cached::is_cache_candidate(&parts) {
-        drop(body);
-        return crate::cached::serve(engine, parts, target, txn).await;
-    }
-    // A range miss is forwarded with its Range; its key is kept to fill the cache after,
-    // with a ticket taken before the origin is asked (no resurrection by its part).
-    let mut range_miss = None;
-    if !skip_cache && crate::cached::range::is_range_candidate(&parts) {
-        let key = crate::cached::key_for(&target, txn);
-        let ticket = engine.cache.ticket();
-        if let Some(served) = crate::cached::range::from_cache(engine, &parts, key.clone()).await {
-            return Ok(served);
-        }
-        crate::cached::refuse_if_only_cached(&parts.headers)?;
-        range_miss = Some((key, ticket));
-    }
-    let body = match body {
-        ClientBody::Read(read) => read,
-        ClientBody::Unread(body) if body_is_empty(&parts, &body) => RequestBody::Empty,
-        ClientBody::Unread(body) if headers::content_length(&parts.headers).is_some() => {
-            RequestBody::Client {
-                read_ahead: Default::default(),
-                inner: body,
-                remaining: max_body,
+        let body = match body {
+            ClientBody::Read(read) => read,
+            ClientBody::Unread(body) if body_is_empty(&parts, &body) => RequestBody::Empty,
+            ClientBody::Unread(body) if headers::content_length(&parts.headers).is_some() => {
+                RequestBody::Client {
+                    read_ahead: Default::default(),
+                    inner: body,
+                    remaining: max_body,
+                }
             }
+            ClientBody::Unread(body) => match RequestBody::read_ahead(body, max_body).await {
+                Ok(b) => b,
+                Err(ReadAheadError::TooLarge) => return Err(body_too_large(max_body)),
+                Err(ReadAheadError::Client(e)) => return Err(client_body_error(&*e)),
+            },
+        };
+        // RFC 9111 §4.4: any method not known to be safe (RFC 9110 §9.2.1), unknown
+        // ones included, invalidates what it targets.
+        let unsafe_method = !matches!(
+            parts.method,
+            Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+        );
+        let cache_status =
+            HeaderValue::from_static(if unsafe_method || parts.method != Method::GET {
+                "weir; fwd=method"
+            } else {
+                "weir; fwd=bypass"
+            });
+        if let Some(reply) = crate::hooks::cache_lookup!(engine, txn.as_mut(), CacheLookup::Bypass)?
+        {
+            return Ok(Served::module_reply(reply));
         }
-        ClientBody::Unread(body) => match RequestBody::read_ahead(body, max_body).await {
-            Ok(b) => b,
-            Err(ReadAheadError::TooLarge) => return Err(body_too_large(max_body)),
-            Err(ReadAheadError::Client(e)) => return Err(client_body_error(&*e)),
-        },
-    };
-    // RFC 9111 §4.4: any method not known to be safe (RFC 9110 §9.2.1), unknown
-    // ones included, invalidates what it targets.
-    let unsafe_method = !matches!(
-        parts.method,
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
-    );
-    let cache_status = HeaderValue::from_static(if unsafe_method || parts.method != Method::GET {
-        "weir; fwd=method"
-    } else {
-        "weir; fwd=bypass"
-    });
-    if let Some(reply) = crate::hooks::cache_lookup!(engine, txn.as_mut(), CacheLookup::Bypass)? {
-        return Ok(Served::module_reply(reply));
-    }
-    let mut upstream_req = upstream_request(&parts, &target, body, false);
-    relay_interim(&target, &mut upstream_req);
-    // Boxed, as in `cached::serve`: kept out of every request's future.
-    let mut served = Box::pin(forward_hooked(
-        engine,
-        txn,
-        &target,
-        upstream_req,
-        CacheOutcome::Bypass,
-        cache_status,
-    ))
-    .await?;
-    if unsafe_method
-        && (served.response.status().is_success() || served.response.status().is_redirection())
-    {
-        crate::cached::invalidate_after_write(engine, &target, served.response.headers());
-    }
-    if !skip_cache && parts.method == Method::POST {
-        let key = crate::cached::key_for(&target, txn);
-        let rewrite = txn.as_ref().is_some_and(|t| t.wants(Event::ResponseBody));
-        served =
-            crate::cached::store_post_response(engine, &parts, &target, key, rewrite, served).await;
-    }
-    if let Some((key, ticket)) = range_miss {
-        if served.response.status() == StatusCode::PARTIAL_CONTENT {
-            let partial = served.response.headers();
-            crate::cached::range::fill_after_partial(engine, &key, &parts, &target, txn, partial)
-                .await;
+        let mut upstream_req = upstream_request(&parts, &target, body, false);
+        relay_interim(&target, &mut upstream_req);
+        // Boxed, as in `cached::serve`: kept out of every request's future.
+        let mut served = Box::pin(forward_hooked(
+            engine,
+            txn,
+            &target,
+            upstream_req,
+            CacheOutcome::Bypass,
+            cache_status,
+        ))
+        .await?;
+        if unsafe_method
+            && (served.response.status().is_success() || served.response.status().is_redirection())
+        {
+            crate::cached::invalidate_after_write(engine, &target, served.response.headers());
+        }
+        if !skip_cache && parts.method == Method::POST {
+            let key = crate::cached::key_for(&target, txn);
             let rewrite = txn.as_ref().is_some_and(|t| t.wants(Event::ResponseBody));
-            served = crate::cached::part::keep_part(
-                engine, &key, &parts, &target, ticket, rewrite, served,
-            );
+            served =
+                crate::cached::store_post_response(engine, &parts, &target, key, rewrite, served)
+                    .await;
         }
+        if let Some((key, ticket)) = range_miss {
+            if served.response.status() == StatusCode::PARTIAL_CONTENT {
+                let partial = served.response.headers();
+                crate::cached::range::fill_after_partial(
+                    engine, &key, &parts, &target, txn, partial,
+                )
+                .await;
+                let rewrite = txn.as_ref().is_some_and(|t| t.wants(Event::ResponseBody));
+                served = crate::cached::part::keep_part(
+                    engine, &key, &parts, &target, ticket, rewrite, served,
+                );
+            }
+        }
+        Ok(served)
     }
-    Ok(served)
 }
 
 /// Length of the request target as sent, without formatting it.

@@ -1,7 +1,6 @@
-//! One origin fetch feeding a flight: a miss or a validation, its modules, storing
-//! the response (or a refreshed copy), and serving a stale copy when the origin fails.
-//! Started by `fill.rs`; uses the module calls, forwarding's `upstream_error`, the
-//! keeper (`keep.rs`) and the engine's state.
+//! One origin fetch feeding a flight: a miss or a validation, its modules, storing the
+//! response (or a refreshed copy), and serving a stale copy when the origin fails.
+//! Started by `fill.rs`; uses the module calls, forwarding, the keeper and the engine.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -40,289 +39,295 @@ pub(super) struct Fetch {
 }
 
 impl Fetch {
-    pub(super) async fn run(mut self, req: http::Request<RequestBody>) {
-        let engine = self.engine.clone();
-        let engine = &engine;
-        let req = match hooks::upstream_request(engine, self.txn.as_mut(), req).await {
-            Ok(Ok(req)) => req,
-            Ok(Err(reply)) => return self.publish_reply(reply).await,
-            Err(e) => return self.fail(e),
-        };
-        // A validation may have to be repeated without its conditions (below).
-        let mut unconditional = self.stale.as_ref().map(|_| without_validators(&req));
-        let validated = self.stale.is_some();
-        let mut next = Some(req);
-        let (now, mut parts, mut body) = loop {
-            let Some(req) = next.take() else {
-                return self.end(false);
+    // Not an `async fn`, which keeps its arguments twice in its future (copied whole
+    #[allow(clippy::manual_async_fn)] // when the fill starts): an `async` block.
+    pub(super) fn run(
+        mut self,
+        req: http::Request<RequestBody>,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        async move {
+            let engine = self.engine.clone();
+            let engine = &engine;
+            let req = match hooks::upstream_request(engine, self.txn.as_mut(), req).await {
+                Ok(Ok(req)) => req,
+                Ok(Err(reply)) => return self.publish_reply(reply).await,
+                Err(e) => return self.fail(e),
             };
-            let sent = tokio::select! {
-                r = crate::hop::send(engine, &self.origin, self.key.url(), req) => r,
-                _ = self.flight.abandoned() => return self.end(false),
-            };
-            let response = match sent {
-                Ok(r) => r,
-                Err(e) => {
-                    let e = upstream_error(&self.origin, e, engine.limits.max_request_body.0);
-                    if let Some(kind) = e.kind {
-                        engine.metrics.error(kind);
+            // A validation may have to be repeated without its conditions (below).
+            let mut unconditional = self.stale.as_ref().map(|_| without_validators(&req));
+            let validated = self.stale.is_some();
+            let mut next = Some(req);
+            let (now, mut parts, mut body) = loop {
+                let Some(req) = next.take() else {
+                    return self.end(false);
+                };
+                let sent = tokio::select! {
+                    r = crate::hop::send(engine, &self.origin, self.key.url(), req) => r,
+                    _ = self.flight.abandoned() => return self.end(false),
+                };
+                let response = match sent {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let e = upstream_error(&self.origin, e, engine.limits.max_request_body.0);
+                        if let Some(kind) = e.kind {
+                            engine.metrics.error(kind);
+                        }
+                        if let Some(stale) = self.usable_on_error() {
+                            return self.serve_stale(&stale, None).await;
+                        }
+                        self.flight
+                            .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
+                                status: e.status,
+                                reason: e.reason,
+                                detail: None,
+                            })));
+                        return self.end(false);
                     }
-                    if let Some(stale) = self.usable_on_error() {
-                        return self.serve_stale(&stale, None).await;
+                };
+                let now = SystemTime::now();
+                let (mut parts, body) = response.into_parts();
+                if parts.status != StatusCode::NOT_MODIFIED {
+                    break (now, parts, body);
+                }
+                headers::remove_hop_by_hop(&mut parts.headers);
+                headers::append_via(&mut parts.headers, parts.version);
+                parts.version = http::Version::HTTP_11;
+                if let Some(stale) = &self.stale {
+                    let options = engine.policy_options(self.targeted, self.key.url());
+                    if let Some(refreshed) = stale.refreshed(&self.request, &parts, now, &options) {
+                        return self.refreshed(refreshed, now).await;
                     }
+                }
+                // A 304 about no response Weir holds (RFC 9111 §4.3.4) updates nothing. It
+                // answers a client whose own conditions it meets; else the request is sent
+                // again without Weir's conditions. Never a 502 for the origin's 304.
+                let conditions = weir_cache::conditional::not_modified_answers;
+                if conditions(&parts.headers, &self.request.headers) {
+                    engine.cache.invalidate(&self.key);
+                    return self.pass_on(parts, validated).await;
+                }
+                // The copy is outdated: not served on error, and replaced by what comes.
+                self.stale = None;
+                next = unconditional.take();
+                if next.is_none() {
+                    engine.cache.invalidate(&self.key);
+                    engine.metrics.error(ErrorKind::OriginProtocol);
                     self.flight
                         .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
-                            status: e.status,
-                            reason: e.reason,
+                            status: StatusCode::BAD_GATEWAY,
                             detail: None,
+                            reason: format!(
+                                "origin {} answered 304 to a request without conditions",
+                                self.origin
+                            ),
                         })));
                     return self.end(false);
                 }
             };
-            let now = SystemTime::now();
-            let (mut parts, body) = response.into_parts();
-            if parts.status != StatusCode::NOT_MODIFIED {
-                break (now, parts, body);
+            // Origin answers that `stale-if-error` lets a stale copy replace (RFC 5861 §4).
+            if matches!(parts.status.as_u16(), 500 | 502 | 503 | 504) {
+                if let Some(stale) = self.usable_on_error() {
+                    drop(body);
+                    return self.serve_stale(&stale, Some(parts.status)).await;
+                }
             }
             headers::remove_hop_by_hop(&mut parts.headers);
             headers::append_via(&mut parts.headers, parts.version);
             parts.version = http::Version::HTTP_11;
-            if let Some(stale) = &self.stale {
-                let options = engine.policy_options(self.targeted, self.key.url());
-                if let Some(refreshed) = stale.refreshed(&self.request, &parts, now, &options) {
-                    return self.refreshed(refreshed, now).await;
-                }
-            }
-            // A 304 about no response Weir holds (RFC 9111 §4.3.4): it updates
-            // nothing. It still answers a client whose own conditions it meets;
-            // otherwise the request is repeated without Weir's conditions, whose full
-            // response replaces the stored one. Never a 502 for the origin's 304.
-            let conditions = weir_cache::conditional::not_modified_answers;
-            if conditions(&parts.headers, &self.request.headers) {
-                engine.cache.invalidate(&self.key);
-                return self.pass_on(parts, validated).await;
-            }
-            // The copy is outdated: not served on error, and replaced by what comes.
-            self.stale = None;
-            next = unconditional.take();
-            if next.is_none() {
-                engine.cache.invalidate(&self.key);
-                engine.metrics.error(ErrorKind::OriginProtocol);
-                self.flight
-                    .set_head(Arc::new(FlightOutcome::Failed(ProxyErrorParts {
-                        status: StatusCode::BAD_GATEWAY,
-                        detail: None,
-                        reason: format!(
-                            "origin {} answered 304 to a request without conditions",
-                            self.origin
-                        ),
-                    })));
-                return self.end(false);
-            }
-        };
-        if is_server_error(parts.status) {
-            if let Some(stale) = self.usable_on_error() {
-                drop(body);
-                return self.serve_stale(&stale, Some(parts.status)).await;
-            }
-        }
-        headers::remove_hop_by_hop(&mut parts.headers);
-        headers::append_via(&mut parts.headers, parts.version);
-        parts.version = http::Version::HTTP_11;
-        // What modules change in the head is stored; the origin's own fields are kept
-        // beside it, so that a 304 validates and refreshes the result (weir_cache::Adapted).
-        let origin_fields = self
-            .txn
-            .as_ref()
-            .filter(|t| t.wants(Event::ResponseHeaders) || t.wants(Event::WholeResponse))
-            .map(|_| OriginFields::of(&parts.headers));
-        // Before the policy is computed: what modules change here is what is stored.
-        match hooks::response_headers(
-            engine,
-            self.txn.as_mut(),
-            Event::ResponseHeaders,
-            &mut parts,
-        )
-        .await
-        {
-            Ok(None) => {}
-            Ok(Some(reply)) => return self.publish_reply(reply).await,
-            Err(e) => return self.fail(e),
-        }
-        // The body a whole-response module read before anyone sees the head.
-        let mut collected = None;
-        if let Some(m) = self.txn.as_mut().filter(|m| m.wants(Event::WholeResponse)) {
-            let whole = tokio::select! {
-                w = hooks::whole_response(engine, m, &mut parts, &mut body) => w,
-                _ = self.flight.abandoned() => return self.end(false),
-            };
-            match whole {
-                Ok(hooks::Whole::Body(read)) => collected = Some(read),
-                Ok(hooks::Whole::Reply(reply)) => return self.publish_reply(reply).await,
-                Ok(hooks::Whole::NotWanted) => {}
-                Ok(hooks::Whole::Unreadable(_)) => {
-                    let reason = format!("origin {} failed while sending the body", self.origin);
-                    return self.fail(ProxyError::bad_gateway(reason));
-                }
+            // What modules change in the head is stored; the origin's own fields are kept
+            // beside it, so that a 304 validates and refreshes the result (weir_cache::Adapted).
+            let origin_fields = self
+                .txn
+                .as_ref()
+                .filter(|t| t.wants(Event::ResponseHeaders) || t.wants(Event::WholeResponse))
+                .map(|_| OriginFields::of(&parts.headers));
+            // Before the policy is computed: what modules change here is what is stored.
+            match hooks::response_headers(
+                engine,
+                self.txn.as_mut(),
+                Event::ResponseHeaders,
+                &mut parts,
+            )
+            .await
+            {
+                Ok(None) => {}
+                Ok(Some(reply)) => return self.publish_reply(reply).await,
                 Err(e) => return self.fail(e),
             }
-        }
-        let max_object = engine.cache.settings().max_object_bytes;
-        let options = engine.policy_options(self.targeted, self.key.url());
-        let mut policy = StoragePolicy::with_options(&self.request, &parts, now, &options);
-        if let Some(ttl) = self.txn.as_ref().and_then(|t| t.txn.cache_overrides().ttl) {
-            policy = policy.with_time_to_live(now, ttl);
-        }
-        // Read once: the head does not change from here on.
-        let declared = headers::content_length(&parts.headers);
-        let declared_too_big = declared.is_some_and(|n| n > max_object);
-        // `skip` set by a module in this fill (at response headers or on the whole
-        // response): serve it, do not store it.
-        let skipped = self
-            .txn
-            .as_ref()
-            .is_some_and(|t| t.txn.cache_overrides().skip);
-        let mut storing = policy.is_worth_storing(now)
-            && !skipped
-            && parts.extensions.get::<crate::hop::NotKept>().is_none()
-            && !declared_too_big
-            && parts.status != StatusCode::PARTIAL_CONTENT
-            && !parts
-                .headers
-                .get_all(header::VARY)
-                .iter()
-                .any(|v| v.as_bytes().contains(&b'*'));
-        let outcome = if validated {
-            CacheOutcome::RefreshModified
-        } else {
-            CacheOutcome::Miss
-        };
-        let cache_status = match (validated, storing) {
-            (false, true) => HeaderValue::from_static("weir; fwd=miss; stored"),
-            (false, false) => HeaderValue::from_static("weir; fwd=miss"),
-            (true, _) => HeaderValue::from_str(&format!(
-                "weir; fwd=stale; fwd-status={}{}",
-                parts.status.as_u16(),
-                if storing { "; stored" } else { "" }
-            ))
-            .unwrap_or(HeaderValue::from_static("weir; fwd=stale")),
-        };
-        if !storing {
-            self.stop_sharing();
-        }
-        let vary = parts.headers.contains_key(header::VARY).then(|| {
-            let names = weir_cache::vary_names(&parts.headers);
-            let leader = self.key.variant(&names, &self.request.headers);
-            (names, leader)
-        });
-        let adapted = origin_fields.and_then(|o| o.adapted(&parts.headers));
-        // The head moves into the flight; what is stored is copied from it there (one
-        // copy of the origin's fields, not a clone for the clients and a copy stored).
-        let fetched = Arc::new(FlightOutcome::Response(FetchedHead {
-            status: parts.status,
-            headers: std::mem::take(&mut parts.headers),
-            shareable: storing,
-            outcome,
-            cache_status,
-            vary,
-            trailers: Default::default(),
-        }));
-        self.flight.set_head(fetched.clone());
-        let body_hooks = self
-            .txn
-            .as_ref()
-            .is_some_and(|t| t.wants(Event::ResponseBody));
-        // With a declared length, a client has the whole body as soon as the last
-        // chunk is pushed, and may ask again before this fetch ends: the object is
-        // stored before that chunk goes out, so the next request finds it.
-        // A module that may change the length made the engine drop Content-Length
-        // (hooks::fix_framing), so one still there is the length of what is pushed.
-        let mut keeper = Keeper::new(&engine.cache, declared);
-        let mut head = Some((parts.status, policy, adapted));
-        let mut stage = hooks::BodyStage::new(engine.limits.module_body.0);
-        let mut ended = false;
-        let mut body_read = false;
-        while !ended {
-            let chunk = match collected.take() {
-                Some(read) => {
-                    body_read = read.complete;
-                    if read.data.is_empty() {
-                        continue;
-                    }
-                    Some(Ok(read.data))
-                }
-                None if body_read => None,
-                None => tokio::select! {
-                    c = body.next_chunk() => c,
+            // The body a whole-response module read before anyone sees the head.
+            let mut collected = None;
+            if let Some(m) = self.txn.as_mut().filter(|m| m.wants(Event::WholeResponse)) {
+                let whole = tokio::select! {
+                    w = hooks::whole_response(engine, m, &mut parts, &mut body) => w,
                     _ = self.flight.abandoned() => return self.end(false),
-                },
-            };
-            let chunk = match chunk {
-                None if body_hooks => {
-                    ended = true;
-                    Some(Ok(Bytes::new()))
+                };
+                match whole {
+                    Ok(hooks::Whole::Body(read)) => collected = Some(read),
+                    Ok(hooks::Whole::Reply(reply)) => return self.publish_reply(reply).await,
+                    Ok(hooks::Whole::NotWanted) => {}
+                    Ok(hooks::Whole::Unreadable(_)) => {
+                        let reason =
+                            format!("origin {} failed while sending the body", self.origin);
+                        return self.fail(ProxyError::bad_gateway(reason));
+                    }
+                    Err(e) => return self.fail(e),
                 }
-                other => other,
+            }
+            let max_object = engine.cache.settings().max_object_bytes;
+            let options = engine.policy_options(self.targeted, self.key.url());
+            let mut policy = StoragePolicy::with_options(&self.request, &parts, now, &options);
+            if let Some(ttl) = self.txn.as_ref().and_then(|t| t.txn.cache_overrides().ttl) {
+                policy = policy.with_time_to_live(now, ttl);
+            }
+            // Read once: the head does not change from here on.
+            let declared = headers::content_length(&parts.headers);
+            let declared_too_big = declared.is_some_and(|n| n > max_object);
+            // `skip` set by a module in this fill: serve the response, do not store it.
+            let skipped = self
+                .txn
+                .as_ref()
+                .is_some_and(|t| t.txn.cache_overrides().skip);
+            let mut storing = policy.is_worth_storing(now)
+                && !skipped
+                && parts.extensions.get::<crate::hop::NotKept>().is_none()
+                && !declared_too_big
+                && parts.status != StatusCode::PARTIAL_CONTENT
+                && !parts
+                    .headers
+                    .get_all(header::VARY)
+                    .iter()
+                    .any(|v| v.as_bytes().contains(&b'*'));
+            let outcome = if validated {
+                CacheOutcome::RefreshModified
+            } else {
+                CacheOutcome::Miss
             };
-            match chunk {
-                None => break,
-                Some(Ok(mut data)) => {
-                    if body_hooks {
-                        if let Some(txn) = self.txn.as_mut() {
-                            match stage
-                                .feed(engine, txn, &[Event::ResponseBody], data, ended)
-                                .await
-                            {
-                                Ok(out) => data = out,
-                                Err(()) => return self.end(false),
-                            }
-                        }
-                        if data.is_empty() {
+            let cache_status = match (validated, storing) {
+                (false, true) => HeaderValue::from_static("weir; fwd=miss; stored"),
+                (false, false) => HeaderValue::from_static("weir; fwd=miss"),
+                (true, _) => HeaderValue::from_str(&format!(
+                    "weir; fwd=stale; fwd-status={}{}",
+                    parts.status.as_u16(),
+                    if storing { "; stored" } else { "" }
+                ))
+                .unwrap_or(HeaderValue::from_static("weir; fwd=stale")),
+            };
+            if !storing {
+                self.stop_sharing();
+            }
+            let vary = parts.headers.contains_key(header::VARY).then(|| {
+                let names = weir_cache::vary_names(&parts.headers);
+                let leader = self.key.variant(&names, &self.request.headers);
+                (names, leader)
+            });
+            let adapted = origin_fields.and_then(|o| o.adapted(&parts.headers));
+            // The head moves into the flight, and what is stored is copied from it there.
+            let fetched = Arc::new(FlightOutcome::Response(FetchedHead {
+                status: parts.status,
+                headers: std::mem::take(&mut parts.headers),
+                shareable: storing,
+                outcome,
+                cache_status,
+                vary,
+                trailers: Default::default(),
+            }));
+            self.flight.set_head(fetched.clone());
+            let body_hooks = self
+                .txn
+                .as_ref()
+                .is_some_and(|t| t.wants(Event::ResponseBody));
+            // With a declared length, a client has the whole body once the last chunk is
+            // pushed, and may ask again before this fetch ends: the object is stored
+            // before that chunk goes out. A module that may change the length made the
+            // engine drop Content-Length (hooks::fix_framing): one left is what is pushed.
+            let mut keeper = Keeper::new(&engine.cache, declared);
+            let mut head = Some((parts.status, policy, adapted));
+            let mut stage = hooks::BodyStage::new(engine.limits.module_body.0);
+            let mut ended = false;
+            let mut body_read = false;
+            while !ended {
+                let chunk = match collected.take() {
+                    Some(read) => {
+                        body_read = read.complete;
+                        if read.data.is_empty() {
                             continue;
                         }
+                        Some(Ok(read.data))
                     }
-                    if storing
-                        && !keeper
-                            .before_push(&engine.cache, &self.flight, data.len())
-                            .await
-                    {
-                        storing = false;
-                        self.stop_sharing();
+                    None if body_read => None,
+                    None => tokio::select! {
+                        c = body.next_chunk() => c,
+                        _ = self.flight.abandoned() => return self.end(false),
+                    },
+                };
+                let chunk = match chunk {
+                    None if body_hooks => {
+                        ended = true;
+                        Some(Ok(Bytes::new()))
                     }
-                    if storing && keeper.in_memory() && declared == Some(keeper.received()) {
-                        let body = keeper.finish(&self.flight, Some(data.clone())).await;
-                        self.store(&mut head, &fetched, body);
-                        storing = false;
-                    }
-                    if !(storing && keeper.to_disk()) {
-                        self.flight.push(data).await;
-                    } else {
-                        self.flight.push(data.clone()).await;
-                        if !keeper.after_push(&self.flight, data).await {
+                    other => other,
+                };
+                match chunk {
+                    None => break,
+                    Some(Ok(mut data)) => {
+                        if body_hooks {
+                            if let Some(txn) = self.txn.as_mut() {
+                                match stage
+                                    .feed(engine, txn, &[Event::ResponseBody], data, ended)
+                                    .await
+                                {
+                                    Ok(out) => data = out,
+                                    Err(()) => return self.end(false),
+                                }
+                            }
+                            if data.is_empty() {
+                                continue;
+                            }
+                        }
+                        if storing
+                            && !keeper
+                                .before_push(&engine.cache, &self.flight, data.len())
+                                .await
+                        {
                             storing = false;
                             self.stop_sharing();
-                        } else if declared == Some(keeper.received()) {
-                            // Stored now, not at the end of the stream: a client that
-                            // has read the last byte may leave first, and a flight
-                            // whose clients all left stops before its end.
-                            let body = keeper.finish(&self.flight, None).await;
+                        }
+                        if storing && keeper.in_memory() && declared == Some(keeper.received()) {
+                            let body = keeper.finish(&self.flight, Some(data.clone())).await;
                             self.store(&mut head, &fetched, body);
                             storing = false;
                         }
+                        if !(storing && keeper.to_disk()) {
+                            self.flight.push(data).await;
+                        } else {
+                            self.flight.push(data.clone()).await;
+                            if !keeper.after_push(&self.flight, data).await {
+                                storing = false;
+                                self.stop_sharing();
+                            } else if declared == Some(keeper.received()) {
+                                // Stored now, not at the end of the stream: a client that
+                                // has read the last byte may leave first, and a flight
+                                // whose clients all left stops before its end.
+                                let body = keeper.finish(&self.flight, None).await;
+                                self.store(&mut head, &fetched, body);
+                                storing = false;
+                            }
+                        }
                     }
+                    // Counted once per client that was reading it (TxnRecord), not here.
+                    Some(Err(_)) => return self.end(false),
                 }
-                // Counted once per client that was reading it (TxnRecord), not here.
-                Some(Err(_)) => return self.end(false),
             }
+            if let (Some(trailers), FlightOutcome::Response(h)) = (body.take_trailers(), &*fetched)
+            {
+                let _ = h.trailers.set(Box::new(trailers));
+            }
+            if storing {
+                let body = keeper.finish(&self.flight, None).await;
+                self.store(&mut head, &fetched, body);
+            }
+            self.end(true)
         }
-        if let (Some(trailers), FlightOutcome::Response(h)) = (body.take_trailers(), &*fetched) {
-            let _ = h.trailers.set(Box::new(trailers));
-        }
-        if storing {
-            let body = keeper.finish(&self.flight, None).await;
-            self.store(&mut head, &fetched, body);
-        }
-        self.end(true)
     }
 
     /// Stores the response: the fields of `fetched`, the body its keeper gathered.
@@ -492,9 +497,4 @@ impl Fetch {
         self.engine.flights.leave(&self.key, &self.flight);
         self.flight.finish(ok);
     }
-}
-
-/// Origin answers that `stale-if-error` lets a stale copy replace (RFC 5861 §4).
-fn is_server_error(status: StatusCode) -> bool {
-    matches!(status.as_u16(), 500 | 502 | 503 | 504)
 }

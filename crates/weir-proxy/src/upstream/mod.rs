@@ -21,6 +21,7 @@ mod owned;
 mod tls;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -224,61 +225,87 @@ impl Upstream {
 
     /// HTTP/1.1: a connection from the pool. A request sent on a reused connection
     /// that the origin had already closed is retried once on a new connection.
-    async fn send_h1(
-        &self,
-        origin: &Arc<Origin>,
+    ///
+    /// An `async` block rather than an `async fn`: an `async fn` keeps each argument
+    /// twice in its future (as passed, and moved into its body), and this future is part
+    /// of every fetch's, which is copied whole when the fetch starts.
+    #[allow(clippy::manual_async_fn)] // see above
+    fn send_h1<'a>(
+        &'a self,
+        origin: &'a Arc<Origin>,
         fresh: Option<h1::PooledConn>,
         request: Request<RequestBody>,
-    ) -> Result<Response<UpstreamBody>, UpstreamError> {
-        let (mut conn, reused) = match fresh {
-            Some(conn) => (conn, false),
-            None => h1::checkout(self, origin).await?,
-        };
-        let result =
-            tokio::time::timeout(self.response_timeout, conn.sender.try_send_request(request))
-                .await;
-        let result = match result {
-            Err(_) => return Err(UpstreamError::Timeout),
-            Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(mut e)) => match e.take_message() {
-                // Never written: the pooled connection was already closing. Try a new one.
-                Some(request) if reused => {
-                    h1::reserve_one(origin);
-                    let mut fresh = Box::pin(h1::connect_reserved(self, origin)).await?;
-                    let r = tokio::time::timeout(
-                        self.response_timeout,
-                        fresh.sender.send_request(request),
-                    )
+    ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + Send + 'a {
+        async move {
+            let (mut conn, reused) = match fresh {
+                Some(conn) => (conn, false),
+                None => h1::checkout(self, origin).await?,
+            };
+            let result =
+                tokio::time::timeout(self.response_timeout, conn.sender.try_send_request(request))
                     .await;
+            let sent = match result {
+                Err(_) => return Err(UpstreamError::Timeout),
+                Ok(Ok(resp)) => Sent::Answered(Ok(resp)),
+                Ok(Err(mut e)) => match e.take_message() {
+                    // Never written: the pooled connection was already closing. Try a new one.
+                    Some(request) if reused => Sent::Unsent(request),
+                    _ => Sent::Answered(Err(e.into_error())),
+                },
+            };
+            let result = match sent {
+                Sent::Answered(result) => result,
+                // Boxed, and after the first attempt's error is gone: rare, and what it
+                // holds would otherwise enlarge every fetch's future, which is copied whole
+                // when the fetch starts.
+                Sent::Unsent(request) => {
+                    let (fresh, r) = Box::pin(self.send_h1_fresh(origin, request)).await?;
                     conn = fresh;
-                    match r {
-                        Err(_) => return Err(UpstreamError::Timeout),
-                        Ok(r) => r,
-                    }
+                    r
                 }
-                _ => Err(e.into_error()),
-            },
-        };
-        match result {
-            Ok(resp) => {
-                // An empty body is never polled, so its end would never return the connection.
-                let hold = if resp.body().is_end_stream() {
-                    conn.release_when_ready();
-                    Hold::None
-                } else {
-                    Hold::Http1(conn)
-                };
-                let idle = IdleLimit::new(self.body_idle);
-                Ok(resp.map(|inner| UpstreamBody {
-                    inner,
-                    hold,
-                    idle,
-                    resume: None,
-                    trailers: None,
-                }))
+            };
+            match result {
+                Ok(resp) => {
+                    // An empty body is never polled, so its end would never return the connection.
+                    let hold = if resp.body().is_end_stream() {
+                        conn.release_when_ready();
+                        Hold::None
+                    } else {
+                        Hold::Http1(conn)
+                    };
+                    let idle = IdleLimit::new(self.body_idle);
+                    Ok(resp.map(|inner| UpstreamBody {
+                        inner,
+                        hold,
+                        idle,
+                        resume: None,
+                        trailers: None,
+                    }))
+                }
+                Err(e) => Err(classify(e)),
             }
-            Err(e) => Err(classify(e)),
         }
+    }
+
+    /// Sends `request` on a new connection, for one that a pooled connection closing
+    /// left unsent.
+    async fn send_h1_fresh(
+        &self,
+        origin: &Arc<Origin>,
+        request: Request<RequestBody>,
+    ) -> Result<
+        (
+            h1::PooledConn,
+            hyper::Result<Response<hyper::body::Incoming>>,
+        ),
+        UpstreamError,
+    > {
+        h1::reserve_one(origin);
+        let mut fresh = Box::pin(h1::connect_reserved(self, origin)).await?;
+        let sent = tokio::time::timeout(self.response_timeout, fresh.sender.send_request(request))
+            .await
+            .map_err(|_| UpstreamError::Timeout)?;
+        Ok((fresh, sent))
     }
 
     /// HTTP/2: a stream on a shared connection. A request the origin refused unprocessed
@@ -356,4 +383,12 @@ fn classify(e: hyper::Error) -> UpstreamError {
         source = s.source();
     }
     UpstreamError::Protocol(e.to_string())
+}
+
+/// What sending on a pooled HTTP/1.1 connection came to.
+enum Sent {
+    /// An answer, or an error after the request was (maybe) written.
+    Answered(hyper::Result<Response<hyper::body::Incoming>>),
+    /// The connection was closing: the request was never written.
+    Unsent(Request<RequestBody>),
 }
