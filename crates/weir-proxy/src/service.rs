@@ -145,7 +145,6 @@ fn transact<'a>(
     txn: &'a mut Option<ModTxn>,
     stream_interim: Option<Interim>,
 ) -> impl std::future::Future<Output = Result<Served, ProxyError>> + Send + 'a {
-    // An `async` block: see `handle`.
     async move {
         if !conn.allowed {
             return Err(ProxyError::forbidden(format!(
