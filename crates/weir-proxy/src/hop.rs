@@ -21,16 +21,15 @@ use crate::headers::{HOP, HOP_ORIGIN};
 
 /// Sends a cache fill's request for `url` to its owner, or to `origin` when this node
 /// owns it, the request came from a peer, or the owner failed.
-#[allow(clippy::manual_async_fn)] // see the comment in the body
+// An `async` block, not an `async fn` (which keeps its arguments twice): see "The
+// size of a transaction's futures" in docs/architecture.md.
+#[allow(clippy::manual_async_fn)]
 pub(crate) fn send<'a>(
     engine: &'a Engine,
     origin: &'a OriginAddr,
     url: &'a str,
     mut req: Request<RequestBody>,
 ) -> impl std::future::Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + Send + 'a {
-    // An `async` block rather than an `async fn`: an `async fn` keeps each argument
-    // twice in its future, and this one is part of every fill's, copied whole when the
-    // fill starts.
     async move {
         let from_peer = req.headers_mut().remove(HOP).is_some();
         req.headers_mut().remove(HOP_ORIGIN);

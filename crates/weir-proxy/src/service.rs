@@ -36,7 +36,9 @@ pub(crate) use crate::target::Target;
 /// HTTP/2 stream's queue for the origin's 1xx responses (an HTTP/1.1 request uses its
 /// connection's): an argument rather than a request extension, which would allocate
 /// the extensions' map on every request.
-#[allow(clippy::manual_async_fn)] // see the comment in the body
+// An `async` block, not an `async fn` (which keeps its arguments twice): see "The
+// size of a transaction's futures" in docs/architecture.md.
+#[allow(clippy::manual_async_fn)]
 pub(crate) fn handle(
     engine: Arc<Engine>,
     conn: Arc<ConnInfo>,
@@ -44,8 +46,6 @@ pub(crate) fn handle(
     stream_interim: Option<Interim>,
 ) -> impl std::future::Future<Output = Result<Response<ProxyBody>, std::convert::Infallible>> + Send
 {
-    // An `async` block rather than an `async fn`: an `async fn` keeps its arguments
-    // twice in its future, which hyper moves whole into its slot for every request.
     async move {
         let start = Instant::now();
         let https = conn.listener.setup.tls.is_some();
@@ -135,7 +135,9 @@ pub(crate) fn handle(
     }
 }
 
-#[allow(clippy::manual_async_fn)] // see the comment in `handle`
+// An `async` block, not an `async fn` (which keeps its arguments twice): see "The
+// size of a transaction's futures" in docs/architecture.md.
+#[allow(clippy::manual_async_fn)]
 fn transact<'a>(
     engine: &'a Arc<Engine>,
     conn: &'a ConnInfo,

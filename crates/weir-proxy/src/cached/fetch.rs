@@ -1,6 +1,5 @@
-//! One origin fetch feeding a flight: a miss or a validation, its modules, storing the
-//! response (or a refreshed copy), and serving a stale copy when the origin fails.
-//! Started by `fill.rs`; uses the module calls, forwarding, the keeper and the engine.
+//! One origin fetch feeding a flight, a miss or a validation (started by `fill.rs`): its
+//! modules, storing the response or a refreshed copy, a stale copy if the origin fails.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -39,8 +38,9 @@ pub(super) struct Fetch {
 }
 
 impl Fetch {
-    // Not an `async fn`, which keeps its arguments twice in its future (copied whole
-    #[allow(clippy::manual_async_fn)] // when the fill starts): an `async` block.
+    // An `async` block, not an `async fn` (which keeps its arguments twice): see "The
+    // size of a transaction's futures" in docs/architecture.md.
+    #[allow(clippy::manual_async_fn)]
     pub(super) fn run(
         mut self,
         req: http::Request<RequestBody>,

@@ -225,11 +225,9 @@ impl Upstream {
 
     /// HTTP/1.1: a connection from the pool. A request sent on a reused connection
     /// that the origin had already closed is retried once on a new connection.
-    ///
-    /// An `async` block rather than an `async fn`: an `async fn` keeps each argument
-    /// twice in its future (as passed, and moved into its body), and this future is part
-    /// of every fetch's, which is copied whole when the fetch starts.
-    #[allow(clippy::manual_async_fn)] // see above
+    // An `async` block, not an `async fn` (which keeps its arguments twice): see "The
+    // size of a transaction's futures" in docs/architecture.md.
+    #[allow(clippy::manual_async_fn)]
     fn send_h1<'a>(
         &'a self,
         origin: &'a Arc<Origin>,
