@@ -10,6 +10,7 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response};
 
 use crate::body::request::RequestBody;
+use crate::cluster::ClusterLink;
 use crate::engine::Engine;
 use crate::upstream::{OriginAddr, Resume, ResumeFrom, UpstreamBody, UpstreamError};
 
@@ -47,45 +48,63 @@ pub(crate) fn send<'a>(
         let Some(peer_addr) = parse_peer(&peer) else {
             return engine.upstream.send(origin, req).await;
         };
-        // The same request again, for the origin if the owner fails (fills carry no body).
-        let mut direct = Request::new(RequestBody::Empty);
-        *direct.method_mut() = req.method().clone();
-        *direct.uri_mut() = req.uri().clone();
-        *direct.headers_mut() = req.headers().clone();
-        // The owner is asked for the URL the key is named by (so that its own clients'
-        // requests find what it stores for its peers) and told where to fetch it from:
-        // `OriginAddr` writes `https://` for a TLS origin, which the owner fetches over TLS
-        // (the hop itself is plain HTTP, between peers on a private network).
-        let fetch_from = match origin.tls {
-            true => origin.to_string(),
-            false => format!("http://{origin}"),
-        };
-        if let Ok(uri) = url.parse() {
-            *req.uri_mut() = uri;
-        }
-        if let Ok(v) = HeaderValue::from_str(cluster.cluster.node()) {
-            req.headers_mut().insert(HOP, v);
-        }
-        if let Ok(v) = HeaderValue::from_str(&fetch_from) {
-            req.headers_mut().insert(HOP_ORIGIN, v);
-        }
-        match tokio::time::timeout(cluster.lease, engine.upstream.send(&peer_addr, req)).await {
-            Ok(Ok(mut response)) => {
-                if !cluster.keeps_copy(url) {
-                    response.extensions_mut().insert(NotKept);
-                }
-                let (head, mut body) = response.into_parts();
-                body.resume_with(&head.headers, rest_from_origin(engine, origin, direct));
-                Ok(Response::from_parts(head, body))
+        // Boxed: only a cluster's fills go through the owner, and what that holds across
+        // its awaits would otherwise be part of every fill's future.
+        Box::pin(via_owner(
+            engine, origin, url, req, &owner, peer_addr, cluster,
+        ))
+        .await
+    }
+}
+
+/// Sends `req` to `owner` at `peer_addr`, or to the origin when the owner fails.
+async fn via_owner(
+    engine: &Engine,
+    origin: &OriginAddr,
+    url: &str,
+    mut req: Request<RequestBody>,
+    owner: &str,
+    peer_addr: OriginAddr,
+    cluster: &ClusterLink,
+) -> Result<Response<UpstreamBody>, UpstreamError> {
+    // The same request again, for the origin if the owner fails (fills carry no body).
+    let mut direct = Request::new(RequestBody::Empty);
+    *direct.method_mut() = req.method().clone();
+    *direct.uri_mut() = req.uri().clone();
+    *direct.headers_mut() = req.headers().clone();
+    // The owner is asked for the URL the key is named by (so that its own clients'
+    // requests find what it stores for its peers) and told where to fetch it from:
+    // `OriginAddr` writes `https://` for a TLS origin, which the owner fetches over TLS
+    // (the hop itself is plain HTTP, between peers on a private network).
+    let fetch_from = match origin.tls {
+        true => origin.to_string(),
+        false => format!("http://{origin}"),
+    };
+    if let Ok(uri) = url.parse() {
+        *req.uri_mut() = uri;
+    }
+    if let Ok(v) = HeaderValue::from_str(cluster.cluster.node()) {
+        req.headers_mut().insert(HOP, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&fetch_from) {
+        req.headers_mut().insert(HOP_ORIGIN, v);
+    }
+    match tokio::time::timeout(cluster.lease, engine.upstream.send(&peer_addr, req)).await {
+        Ok(Ok(mut response)) => {
+            if !cluster.keeps_copy(url) {
+                response.extensions_mut().insert(NotKept);
             }
-            Ok(Err(e)) => {
-                tracing::debug!(%owner, error = ?e, "cluster: the owner failed; fetching from the origin");
-                engine.upstream.send(origin, direct).await
-            }
-            Err(_) => {
-                tracing::debug!(%owner, "cluster: the owner did not answer in time; fetching from the origin");
-                engine.upstream.send(origin, direct).await
-            }
+            let (head, mut body) = response.into_parts();
+            body.resume_with(&head.headers, rest_from_origin(engine, origin, direct));
+            Ok(Response::from_parts(head, body))
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(%owner, error = ?e, "cluster: the owner failed; fetching from the origin");
+            engine.upstream.send(origin, direct).await
+        }
+        Err(_) => {
+            tracing::debug!(%owner, "cluster: the owner did not answer in time; fetching from the origin");
+            engine.upstream.send(origin, direct).await
         }
     }
 }
