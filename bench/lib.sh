@@ -113,20 +113,25 @@ wait_ready() {
     die "$1 did not answer on 127.0.0.1:$3"
 }
 
-# cpu_snapshot PID...: one "pid ticks" line per live pid, utime+stime in clock
-# ticks (all threads of the process).
+# cpu_snapshot PID...: one "pid ticks sys" line per live pid: utime+stime, then
+# stime alone, in clock ticks (all threads of the process).
 cpu_snapshot() {
     local pid stat rest
     for pid in "$@"; do
         stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || continue
         rest="${stat##*) }"  # fields from 3 (state) on; comm may hold spaces
         set -- $rest
-        echo "$pid $(( ${12} + ${13} ))"  # fields 14 (utime) and 15 (stime)
+        echo "$pid $(( ${12} + ${13} )) ${13}"  # fields 14 (utime) and 15 (stime)
     done
 }
 # cpu_delta SNAP0 SNAP1: ticks used by the pids found in both.
 cpu_delta() {
     awk 'NR == FNR { t0[$1] = $2; next } ($1 in t0) { d += $2 - t0[$1] } END { print d + 0 }' \
+        <(echo "$1") <(echo "$2")
+}
+# cpu_delta_sys SNAP0 SNAP1: the system (kernel) part of cpu_delta's ticks.
+cpu_delta_sys() {
+    awk 'NR == FNR { t0[$1] = $3; next } ($1 in t0) { d += $3 - t0[$1] } END { print d + 0 }' \
         <(echo "$1") <(echo "$2")
 }
 

@@ -439,7 +439,7 @@ if do_part misses; then
     }
 
     TSV="$RAW/runs.tsv"
-    printf 'proxy\tround\trequests\tduration_s\tcpu_s\treq_per_cpu_s\treq_per_s_wall\tp50_us\tp99_us\tnon2xx\tsock_errors\n' >"$TSV"
+    printf 'proxy\tround\trequests\tduration_s\tcpu_s\treq_per_cpu_s\treq_per_s_wall\tp50_us\tp99_us\tnon2xx\tsock_errors\tsys_share\n' >"$TSV"
     measure() { # $1 = proxy or origin, $2 = round (0 = first after start)
         local proxy="$1" round="$2" pids s0 s1 out stat
         [ "$proxy" = origin ] || check_store "$proxy"
@@ -463,16 +463,16 @@ if do_part misses; then
         [ "$(tree_pids "$(proxy_pid "$proxy")" | tr '\n' ' ')" = "$pids" ] ||
             log "warning: $proxy's processes changed during round $round; some CPU time may be uncounted"
         stat="$(grep '^WRKSTAT ' "$out" | tail -n1)"
-        awk -v proxy="$proxy" -v run="$round" -v ticks="$(cpu_delta "$s0" "$s1")" -v hz="$CLK_TCK" '
+        awk -v proxy="$proxy" -v run="$round" -v ticks="$(cpu_delta "$s0" "$s1")" -v sys="$(cpu_delta_sys "$s0" "$s1")" -v hz="$CLK_TCK" '
             {
                 for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
                 cpu = ticks / hz; dur = v["duration_us"] / 1e6
-                printf "%s\t%s\t%d\t%.3f\t%.2f\t%.0f\t%.0f\t%d\t%d\t%d\t%d\n", proxy, run, v["requests"], dur, cpu,
+                printf "%s\t%s\t%d\t%.3f\t%.2f\t%.0f\t%.0f\t%d\t%d\t%d\t%d\t%.2f\n", proxy, run, v["requests"], dur, cpu,
                     (cpu > 0 ? v["requests"] / cpu : 0), v["requests"] / dur, v["p50_us"], v["p99_us"], v["status"],
-                    v["connect"] + v["read"] + v["write"] + v["timeout"]
+                    v["connect"] + v["read"] + v["write"] + v["timeout"], (ticks > 0 ? sys / ticks : 0)
             }' <<<"$stat" >>"$TSV"
         tail -n1 "$TSV" | awk -F'\t' '{
-            printf "[miss] %-7s round %s: %d req, %.2f CPU-s, %.0f req/CPU-s, %.0f req/s, p50 %d us, p99 %d us", $1, $2, $3, $5, $6, $7, $8, $9
+            printf "[miss] %-7s round %s: %d req, %.2f CPU-s (%.0f%% kernel), %.0f req/CPU-s, %.0f req/s, p50 %d us, p99 %d us", $1, $2, $3, $5, $12 * 100, $6, $7, $8, $9
             if ($10 + $11 > 0) printf ", ERRORS non-2xx/3xx %d, socket %d", $10, $11
             printf "\n" }' >&2
     }

@@ -21,7 +21,7 @@ use crate::flight::{FlightHead, FlightOutcome};
 use crate::forward::{forward_hooked, relay_interim, upstream_request};
 use crate::hooks;
 use crate::metrics::CacheOutcome;
-use crate::modules::ModTxn;
+use crate::modules::txn::ModTxn;
 use crate::served::Served;
 use crate::target::Target;
 use crate::upstream::OriginAddr;

@@ -11,7 +11,8 @@ use crate::body::ProxyBody;
 use crate::engine::Engine;
 use crate::hooks;
 use crate::metrics::Metrics;
-use crate::modules::{Hook, ModTxn, ModuleChain};
+use crate::modules::txn::ModTxn;
+use crate::modules::{Hook, ModuleChain};
 use crate::record::TxnSlot;
 use crate::served::{refusal, reply_response, set_cache_status};
 
@@ -30,7 +31,8 @@ macro_rules! deliver {
         'deliver: {
             use weir_api::Event;
             use $crate::deliver as d;
-            use $crate::modules::{call, run_event, ModTxn};
+            use $crate::modules::txn::ModTxn;
+            use $crate::modules::{call, run_event};
             let engine: &std::sync::Arc<$crate::engine::Engine> = $engine;
             let txn: &mut Option<ModTxn> = $txn;
             let response: &mut http::Response<$crate::body::ProxyBody> = $response;

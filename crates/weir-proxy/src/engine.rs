@@ -14,7 +14,7 @@ use crate::config::LimitsConfig;
 use crate::flight::FlightHead;
 use crate::hooks::budget::HeldBudget;
 use crate::metrics::Metrics;
-use crate::modules::ListenerChains;
+use crate::modules::txn::ListenerChains;
 use crate::refresh::RefreshRules;
 use crate::upstream::Upstream;
 

@@ -16,7 +16,7 @@ use crate::error::{body_too_large, client_body_error, ProxyError};
 use crate::headers;
 use crate::hooks::Whole;
 use crate::metrics::{CacheOutcome, ErrorKind};
-use crate::modules::ModTxn;
+use crate::modules::txn::ModTxn;
 use crate::served::Served;
 use crate::target::Target;
 use crate::upstream::{OriginAddr, UpstreamError};

@@ -16,7 +16,8 @@ use weir_api::{BodyChunk, Event, Reply};
 use crate::body::{ProxyBody, RequestBody};
 use crate::engine::Engine;
 use crate::error::ProxyError;
-use crate::modules::{call, run_event, ModTxn};
+use crate::modules::txn::ModTxn;
+use crate::modules::{call, run_event};
 use crate::record::TxnSlot;
 
 pub(crate) mod budget;
@@ -59,7 +60,7 @@ macro_rules! cache_lookup {
         let engine: &$crate::engine::Engine = $engine;
         let mut lookup: weir_api::CacheLookup = $lookup;
         match $txn {
-            Some($crate::modules::ModTxn { chain, txn })
+            Some($crate::modules::txn::ModTxn { chain, txn })
                 if chain.wants(weir_api::Event::CacheLookup) =>
             {
                 $crate::hooks::decide($crate::modules::run_event!(

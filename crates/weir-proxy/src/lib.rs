@@ -51,5 +51,5 @@ pub fn check_modules(
     // Modules are built for real, detached from any running proxy: a module's build
     // never serves traffic, so this is the check and nothing more.
     let context = weir_api::ModuleContext::detached();
-    modules::load(config, factories, &context).map(|_| ())
+    modules::load::load(config, factories, &context).map(|_| ())
 }

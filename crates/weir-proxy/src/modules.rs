@@ -6,6 +6,8 @@
 //! optional, and is counted.
 
 pub(crate) mod call;
+pub(crate) mod load;
+pub(crate) mod txn;
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -16,122 +18,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use weir_api::{engine, Decision, Event, Flow, Module, Reply, Txn};
 
-use crate::config::{Config, ConfigError, ListenConfig};
 use crate::metrics::{Metrics, ModuleEvents};
-
-/// The modules a configuration loads, built once and shared by the listeners' chains.
-pub(crate) struct LoadedModules {
-    /// (name, module, optional), in configuration order, enabled ones only.
-    modules: Vec<(String, Arc<dyn Module>, bool)>,
-    /// `[limits] module_wait`.
-    wait_limit: Duration,
-}
-
-impl LoadedModules {
-    /// Starts the timers the modules asked for. Each stops when its module is gone
-    /// (unloaded by a reload and no longer used by any transaction).
-    pub fn start_timers(&self, metrics: &Arc<Metrics>) {
-        for (name, module, _) in &self.modules {
-            for timer in module.timers() {
-                let module = Arc::downgrade(module);
-                let (name, metrics) = (name.clone(), metrics.clone());
-                tokio::spawn(async move {
-                    tokio::time::sleep(timer.after).await;
-                    loop {
-                        let Some(m) = module.upgrade() else { return };
-                        if let Err(panic) = guarded(|| m.on_timer(timer.id)) {
-                            metrics.module_failed(&name);
-                            tracing::error!(module = %name, event = "timer", "module panicked: {}", panic_text(&panic));
-                        }
-                        drop(m);
-                        match timer.every {
-                            Some(period) => {
-                                tokio::time::sleep(period.max(std::time::Duration::from_millis(1)))
-                                    .await
-                            }
-                            None => return,
-                        }
-                    }
-                });
-            }
-        }
-    }
-
-    /// The chains of one listener: its own (the modules it names, in `[[module]]`
-    /// order, or every loaded module when it names none) and one per route that
-    /// names modules of its own.
-    /// The modules' calls are counted in `metrics`.
-    pub fn chains_for(&self, listener: &ListenConfig, metrics: &Metrics) -> Arc<ListenerChains> {
-        let routes = listener
-            .route
-            .iter()
-            .map(|r| {
-                r.modules
-                    .as_deref()
-                    .map(|names| self.chain_of(Some(names), metrics))
-            })
-            .collect();
-        Arc::new(ListenerChains {
-            listener: self.chain_of(listener.modules.as_deref(), metrics),
-            routes,
-        })
-    }
-
-    fn chain_of(&self, names: Option<&[String]>, metrics: &Metrics) -> Arc<ModuleChain> {
-        let chosen = self
-            .modules
-            .iter()
-            .filter(|(name, ..)| names.is_none_or(|names| names.contains(name)))
-            .map(|(name, m, optional)| (m.clone(), *optional, metrics.module_events(name)))
-            .collect();
-        let mut chain = ModuleChain::new(chosen);
-        chain.wait_limit = self.wait_limit;
-        Arc::new(chain)
-    }
-}
-
-/// Builds every enabled `[[module]]` of `config` with the factory of its name. Errors
-/// name the file, line and key.
-pub(crate) fn load(
-    config: &Config,
-    factories: &[Box<dyn weir_api::ModuleFactory>],
-    context: &weir_api::ModuleContext,
-) -> Result<LoadedModules, ConfigError> {
-    let mut modules = Vec::new();
-    for (i, section) in config.module.iter().enumerate() {
-        if !section.enabled {
-            continue;
-        }
-        let Some(factory) = factories.iter().find(|f| f.name() == section.name) else {
-            let known: Vec<&str> = factories.iter().map(|f| f.name()).collect();
-            return Err(config.module_error(
-                i,
-                Some("name"),
-                format!(
-                    "no module named `{}` (available: {})",
-                    section.name,
-                    if known.is_empty() {
-                        "none".to_string()
-                    } else {
-                        known.join(", ")
-                    }
-                ),
-            ));
-        };
-        let settings = weir_api::Settings::from_table(section.settings.clone());
-        let module = factory
-            .build(&settings, context)
-            .map_err(|e| config.module_error(i, e.key.as_deref(), e.message))?;
-        modules.push((section.name.clone(), module, section.optional));
-    }
-    if !cfg!(feature = "modules") && !modules.is_empty() {
-        return Err(config.module_error(0, None, "this build of Weir has no module support"));
-    }
-    Ok(LoadedModules {
-        modules,
-        wait_limit: config.limits.module_wait.0,
-    })
-}
 
 struct Loaded {
     module: Arc<dyn Module>,
@@ -147,45 +34,6 @@ pub(crate) struct ModuleChain {
     by_event: [Vec<u16>; Event::ALL.len()],
     /// How long a `Flow::Wait` future may take (zero: no limit).
     wait_limit: Duration,
-}
-
-/// The module chains of one listener: a reload replaces them together.
-#[derive(Default)]
-pub(crate) struct ListenerChains {
-    listener: Arc<ModuleChain>,
-    /// Per route (configuration order): its own chain when it names modules.
-    routes: Vec<Option<Arc<ModuleChain>>>,
-}
-
-impl ListenerChains {
-    /// Whether some route has modules of its own (else the route need not be found).
-    pub fn by_route(&self) -> bool {
-        self.routes.iter().any(Option::is_some)
-    }
-
-    /// The chain for a request that matched route `route` (`None`: no route, or a
-    /// forward listener).
-    pub fn for_route(&self, route: Option<usize>) -> &Arc<ModuleChain> {
-        route
-            .and_then(|i| self.routes.get(i))
-            .and_then(Option::as_ref)
-            .unwrap_or(&self.listener)
-    }
-}
-
-/// A transaction's module context: the chain it started with and its [`Txn`]. Held
-/// inline by the transaction, so a chain costs no allocation per transaction.
-pub(crate) struct ModTxn {
-    pub chain: Arc<ModuleChain>,
-    pub txn: Txn,
-}
-
-impl ModTxn {
-    /// Whether this transaction's chain wants `event`.
-    #[inline]
-    pub fn wants(&self, event: Event) -> bool {
-        self.chain.wants(event)
-    }
 }
 
 /// What the modules decided at one event.
@@ -270,8 +118,15 @@ pub(crate) use run_event;
 
 impl ModuleChain {
     /// A chain of `modules` (module, optional, where its calls are counted), in order.
-    pub fn new(modules: Vec<(Arc<dyn Module>, bool, Arc<ModuleEvents>)>) -> ModuleChain {
-        let mut chain = ModuleChain::default();
+    /// `wait_limit`: how long a `Flow::Wait` future may take (zero: no limit).
+    pub fn new(
+        modules: Vec<(Arc<dyn Module>, bool, Arc<ModuleEvents>)>,
+        wait_limit: Duration,
+    ) -> ModuleChain {
+        let mut chain = ModuleChain {
+            wait_limit,
+            ..ModuleChain::default()
+        };
         for (i, (module, optional, events)) in modules.into_iter().enumerate() {
             let wanted = module.events();
             for event in Event::ALL {
@@ -304,15 +159,6 @@ impl ModuleChain {
     #[inline]
     pub fn of(&self, event: Event) -> &[u16] {
         &self.by_event[event as usize]
-    }
-
-    /// A transaction context bound to this chain, when it has modules at all. The
-    /// transaction keeps using this chain even if a reload replaces it meanwhile.
-    pub fn new_txn(self: &Arc<Self>, client: std::net::SocketAddr) -> Option<ModTxn> {
-        (!self.is_empty()).then(|| ModTxn {
-            chain: self.clone(),
-            txn: engine::new_txn(client, self.modules.len()),
-        })
     }
 
     /// Calls module `i` (from [`ModuleChain::of`]) on `target` (see [`run_event`]).

@@ -14,7 +14,7 @@ use crate::access_log::LogRecord;
 use crate::config::ListenMode;
 use crate::engine::Engine;
 use crate::metrics::{CacheOutcome, ErrorKind};
-use crate::modules::ModTxn;
+use crate::modules::txn::ModTxn;
 
 /// A transaction's module context, shared by the handler and the body it sends (the
 /// deliver-body events run as the body streams; the log event when it ends).

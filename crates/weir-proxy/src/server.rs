@@ -33,7 +33,7 @@ pub struct Server {
     context: weir_api::ModuleContext,
     /// Every loaded module, kept alive here (a module no listener names still runs
     /// its timers); replaced by a reload.
-    loaded: std::sync::Mutex<crate::modules::LoadedModules>,
+    loaded: std::sync::Mutex<crate::modules::load::LoadedModules>,
     metrics: Arc<Metrics>,
     /// Each listener's engine, with the address it was configured with.
     engines: Vec<(SocketAddr, Arc<Engine>)>,
@@ -168,7 +168,7 @@ impl Server {
             metrics.clone(),
             Arc::new(RuntimeSpawner(tokio::runtime::Handle::current())),
         );
-        let loaded = crate::modules::load(&config, factories, &context)
+        let loaded = crate::modules::load::load(&config, factories, &context)
             .map_err(|e| StartError(e.to_string()))?;
         // Content management fetches through an engine without modules; it is connected
         // before the modules' timers start, so their first call finds it.
@@ -316,7 +316,7 @@ impl Server {
         // Certificates first: if any fails, nothing at all changes.
         let certificates =
             crate::listener::tls::reload_plan(&config.listen, &config.source, &self.tls)?;
-        let loaded = crate::modules::load(config, factories, &self.context)?;
+        let loaded = crate::modules::load::load(config, factories, &self.context)?;
         loaded.start_timers(&self.metrics);
         let mut current = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
         *current = loaded;

@@ -20,7 +20,7 @@ use crate::headers::{self, MaxForwards};
 use crate::hooks::WholeRequest;
 use crate::interim::Interim;
 use crate::metrics::{CacheOutcome, ErrorKind};
-use crate::modules::ModTxn;
+use crate::modules::txn::ModTxn;
 use crate::record::{LogInfo, TxnRecord};
 use crate::served::{error_served, set_cache_status, Served};
 use crate::target::resolve_target;

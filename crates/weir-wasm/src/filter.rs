@@ -15,6 +15,7 @@ use crate::abi::{BufferType, MapType};
 use crate::head::{request_ends, response_ends, Head};
 use crate::host::PendingCall;
 use crate::options::Options;
+use crate::pool::Pool;
 use crate::vm::{Template, Vm, ROOT};
 
 /// A loaded proxy-wasm filter.
@@ -22,10 +23,8 @@ pub(crate) struct Filter {
     template: Template,
     options: Options,
     events: Events,
-    /// Boxed, so that moving an instance between the pool and a transaction moves
-    /// a pointer.
-    #[allow(clippy::vec_box)]
-    idle: Mutex<Vec<Box<Vm>>>,
+    /// Idle instances, for the next transactions.
+    idle: Pool<Vm>,
     /// The instance whose root context gets `proxy_on_tick`.
     root: Mutex<Option<Box<Vm>>>,
     failures: Counter,
@@ -78,9 +77,9 @@ impl Filter {
         let events = options.events(template.reads_lookup, trailers);
         Filter {
             template,
+            idle: Pool::new(options.pool),
             options,
             events,
-            idle: Mutex::new(Vec::new()),
             root: Mutex::new(Some(Box::new(root))),
             failures,
             timeouts,
@@ -88,8 +87,7 @@ impl Filter {
     }
 
     fn checkout(&self) -> Box<Vm> {
-        let idle = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        match idle {
+        match self.idle.take() {
             Some(vm) => vm,
             None => Box::new(self.template.instantiate().unwrap_or_else(|e| {
                 self.failures.inc();
@@ -100,10 +98,7 @@ impl Filter {
 
     fn checkin(&self, mut vm: Box<Vm>) {
         vm.store.data_mut().reset_transaction();
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < self.options.pool {
-            idle.push(vm);
-        }
+        self.idle.give_back(vm);
     }
 
     /// Counts and reports a failed callback; the instance is already dropped, and the

@@ -29,6 +29,7 @@ mod host;
 mod imports;
 mod memory;
 mod options;
+mod pool;
 mod properties;
 mod recent;
 mod settings;

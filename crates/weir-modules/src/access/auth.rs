@@ -154,15 +154,18 @@ impl Authenticator {
         if *expires <= now {
             return None;
         }
-        let found = checked(user);
         let kept = Last {
             id: self.id,
             epoch,
             key,
-            user: user.clone(),
+            // The thread's own copy of the name: the requests this entry answers
+            // count their references to it on this thread's cache line, not on one
+            // that every thread's requests write.
+            user: user.as_deref().map(Arc::from),
             expires: *expires,
         };
         drop(cache);
+        let found = checked(&kept.user);
         LAST.with_borrow_mut(|last| *last = Some(kept));
         Some(found)
     }

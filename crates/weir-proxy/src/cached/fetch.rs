@@ -18,7 +18,7 @@ use crate::forward::{upstream_error, without_validators};
 use crate::headers;
 use crate::hooks;
 use crate::metrics::{CacheOutcome, ErrorKind};
-use crate::modules::ModTxn;
+use crate::modules::txn::ModTxn;
 use crate::upstream::OriginAddr;
 use weir_api::{Event, Reply};
 

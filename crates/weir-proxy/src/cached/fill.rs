@@ -13,7 +13,7 @@ use crate::body::RequestBody;
 use crate::engine::Engine;
 use crate::flight::{FlightHead, FlightOutcome};
 use crate::forward::{relay_interim, upstream_request};
-use crate::modules::ModTxn;
+use crate::modules::txn::ModTxn;
 use crate::target::Target;
 
 /// What a fetch fills: the key, its flight, the stale copy it validates (if any), and

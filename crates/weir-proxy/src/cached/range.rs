@@ -20,7 +20,7 @@ use super::hit::{serve_object, HIT};
 use crate::body::ProxyBody;
 use crate::engine::Engine;
 use crate::metrics::CacheOutcome;
-use crate::modules::ModTxn;
+use crate::modules::txn::ModTxn;
 use crate::served::Served;
 use crate::target::Target;
 

@@ -8,7 +8,8 @@ use weir_api::{BodyChunk, Event};
 
 use super::budget::Room;
 use crate::engine::Engine;
-use crate::modules::{call, run_event, Hook, ModTxn};
+use crate::modules::txn::ModTxn;
+use crate::modules::{call, run_event, Hook};
 
 /// Runs the modules of each of `events` that the chain wants on one chunk, in order;
 /// `Err` when a module that is not optional failed (the body is then cut).

@@ -18,7 +18,8 @@ use super::stage::{trailer_event, BodyStage};
 use crate::body::{data_then_trailers, BodySource, BoxError, ClientIncoming, RequestBody};
 use crate::engine::Engine;
 use crate::error::ProxyError;
-use crate::modules::{call, run_event, ModTxn};
+use crate::modules::txn::ModTxn;
+use crate::modules::{call, run_event};
 
 /// A body read for a whole-message event: all of it, or its first bytes past the
 /// limit (the rest is still in the source).
