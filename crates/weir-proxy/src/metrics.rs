@@ -1,9 +1,9 @@
 //! Prometheus metrics, served by the admin listener at `/metrics`.
 //!
 //! Every labelled series is created up front and its handle kept in an array indexed by
-//! the label enums, so recording a transaction is a handful of atomic adds: no label
-//! hashing, no allocation, no lock. The request-duration histogram is our own atomic one
-//! because `prometheus-client`'s `Histogram` takes a mutex on every observation.
+//! the label enums, so recording an event is an atomic add: no label hashing, no
+//! allocation, no lock. What every transaction adds (`requests.rs`: its count,
+//! duration and bytes) is counted per thread, and summed when read.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,6 +24,7 @@ mod module_events;
 mod process;
 mod purge;
 mod reports;
+mod requests;
 
 pub use cache::CacheFigures;
 pub use labels::{Alpn, CacheOutcome, ErrorKind, Refusal};
@@ -31,20 +32,8 @@ pub(crate) use module_events::{ModuleEvents, ModuleFigures};
 pub use process::ProcessFigures;
 
 use cache::CacheSource;
-use encode::{lock, AtomicHistogram, Series};
-
-/// Upper bounds of the request-duration buckets, in seconds: 1-2.5-5 steps from 100 µs
-/// to 60 s, so both cache hits (sub-millisecond) and slow origins are resolved.
-const DURATION_BUCKETS: [f64; 18] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    5.0, 10.0, 30.0, 60.0,
-];
-
-const MODES: [ListenMode; 3] = [
-    ListenMode::Forward,
-    ListenMode::Reverse,
-    ListenMode::Transparent,
-];
+use encode::{lock, Series};
+use requests::{Bytes, RequestCounts, MODES};
 
 fn mode_index(mode: ListenMode) -> usize {
     match mode {
@@ -57,11 +46,8 @@ fn mode_index(mode: ListenMode) -> usize {
 /// The process's metrics. Hot-path methods neither allocate nor look labels up.
 pub struct Metrics {
     registry: Registry,
-    requests: [[Counter; CacheOutcome::ALL.len()]; MODES.len()],
-    durations: [AtomicHistogram; CacheOutcome::ALL.len()],
-    bytes_in: Counter,
-    bytes_out: Counter,
-    bytes_out_cached: Counter,
+    /// Finished transactions: counts, durations, body bytes.
+    requests: RequestCounts,
     errors: [Counter; ErrorKind::ALL.len()],
     origin_open: Gauge,
     origin_opened: Counter,
@@ -97,17 +83,30 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut r = Registry::with_prefix("weir");
 
-        let requests: [[Counter; CacheOutcome::ALL.len()]; MODES.len()] = Default::default();
-        let labels = MODES.iter().flat_map(|mode| {
+        let requests = RequestCounts::default();
+        let modes = [
+            ListenMode::Forward,
+            ListenMode::Reverse,
+            ListenMode::Transparent,
+        ];
+        let labels = modes.iter().flat_map(|mode| {
             let mode = mode.as_str();
             CacheOutcome::ALL.map(|o| vec![("mode", mode), ("cache", o.as_str())])
         });
-        let series = Series::new(labels, requests.as_flattened());
-        r.register("requests", "Finished client transactions", series);
+        let series: Vec<_> = (0..MODES)
+            .flat_map(|m| (0..CacheOutcome::ALL.len()).map(move |o| (m, o)))
+            .map(|(m, o)| requests.requests_metric(m, o))
+            .collect();
+        r.register(
+            "requests",
+            "Finished client transactions",
+            Series::new(labels, &series),
+        );
 
-        let durations: [AtomicHistogram; CacheOutcome::ALL.len()] =
-            std::array::from_fn(|_| AtomicHistogram::new(&DURATION_BUCKETS));
         let labels = CacheOutcome::ALL.map(|o| vec![("cache", o.as_str())]);
+        let durations: Vec<_> = (0..CacheOutcome::ALL.len())
+            .map(|o| requests.duration_metric(o))
+            .collect();
         r.register_with_unit(
             "request_duration",
             "Time from request arrival to the end of the response",
@@ -115,13 +114,18 @@ impl Metrics {
             Series::new(labels, &durations),
         );
 
-        let bytes_in = add(&mut r, "bytes_in", "Request body bytes from clients");
-        let bytes_out = add(&mut r, "bytes_out", "Response body bytes to clients");
-        let bytes_out_cached = add(
-            &mut r,
-            "bytes_out_cached",
-            "Response body bytes to clients that came from the cache (hits, revalidated and stale copies)",
-        );
+        let bytes = [
+            ("bytes_in", "Request body bytes from clients", Bytes::In),
+            ("bytes_out", "Response body bytes to clients", Bytes::Out),
+            (
+                "bytes_out_cached",
+                "Response body bytes to clients that came from the cache (hits, revalidated and stale copies)",
+                Bytes::OutCached,
+            ),
+        ];
+        for (name, help, which) in bytes {
+            r.register(name, help, requests.bytes_metric(which));
+        }
 
         let errors: [Counter; ErrorKind::ALL.len()] = Default::default();
         let labels = ErrorKind::ALL.map(|k| vec![("kind", k.as_str())]);
@@ -165,10 +169,6 @@ impl Metrics {
             module_body_refused,
             registry: r,
             requests,
-            durations,
-            bytes_in,
-            bytes_out,
-            bytes_out_cached,
             errors,
             origin_open,
             origin_opened,
@@ -189,17 +189,8 @@ impl Metrics {
         bytes_in: u64,
         bytes_out: u64,
     ) {
-        self.requests[mode_index(mode)][outcome as usize].inc();
-        self.durations[outcome as usize].observe(elapsed);
-        if bytes_in > 0 {
-            self.bytes_in.inc_by(bytes_in);
-        }
-        if bytes_out > 0 {
-            self.bytes_out.inc_by(bytes_out);
-            if outcome.from_cache() {
-                self.bytes_out_cached.inc_by(bytes_out);
-            }
-        }
+        self.requests
+            .add(mode_index(mode), outcome, elapsed, bytes_in, bytes_out);
     }
 
     /// The module counters in the text exposition format.

@@ -1,11 +1,9 @@
-//! The metric types Weir encodes itself: fixed labelled series and an atomic
-//! histogram; and the lock every figure read at scrape time is taken through.
+//! The metric type Weir encodes itself: fixed labelled series; and the lock every
+//! figure read at scrape time is taken through.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Mutex;
 
-use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::{MetricType, TypedMetric};
 
 pub(super) type Labels = Vec<(&'static str, &'static str)>;
@@ -31,62 +29,6 @@ impl<M: EncodeMetric + TypedMetric> EncodeMetric for Series<M> {
 
     fn metric_type(&self) -> MetricType {
         M::TYPE
-    }
-}
-
-/// A histogram of durations updated with atomics only.
-#[derive(Debug, Clone)]
-pub(super) struct AtomicHistogram(Arc<HistogramInner>);
-
-#[derive(Debug)]
-struct HistogramInner {
-    bounds: &'static [f64],
-    /// Per-bucket (not cumulative) counts; the last one is `+Inf`.
-    buckets: Box<[AtomicU64]>,
-    /// Kept in integer nanoseconds so it can be a plain atomic add (584 years of headroom).
-    sum_nanos: AtomicU64,
-}
-
-impl AtomicHistogram {
-    pub(super) fn new(bounds: &'static [f64]) -> AtomicHistogram {
-        AtomicHistogram(Arc::new(HistogramInner {
-            bounds,
-            buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
-            sum_nanos: AtomicU64::new(0),
-        }))
-    }
-
-    pub(super) fn observe(&self, elapsed: Duration) {
-        let seconds = elapsed.as_secs_f64();
-        let index = self.0.bounds.partition_point(|&bound| bound < seconds);
-        self.0.buckets[index].fetch_add(1, Ordering::Relaxed);
-        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        self.0.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
-    }
-}
-
-impl TypedMetric for AtomicHistogram {
-    const TYPE: MetricType = MetricType::Histogram;
-}
-
-impl EncodeMetric for AtomicHistogram {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        let inner = &self.0;
-        let buckets: Vec<(f64, u64)> = inner
-            .bounds
-            .iter()
-            .copied()
-            .chain(std::iter::once(f64::INFINITY))
-            .zip(inner.buckets.iter().map(|b| b.load(Ordering::Relaxed)))
-            .collect();
-        // Derived from the buckets so `_count` always equals the `+Inf` bucket.
-        let count = buckets.iter().map(|(_, n)| n).sum();
-        let sum = inner.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
-        encoder.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
-    }
-
-    fn metric_type(&self) -> MetricType {
-        MetricType::Histogram
     }
 }
 

@@ -28,21 +28,20 @@ pub(crate) struct Figures {
 impl Metrics {
     /// Reads every figure the status page shows.
     pub(crate) fn figures(&self) -> Figures {
-        let mut requests = [0; CacheOutcome::ALL.len()];
-        for by_mode in &self.requests {
-            for (total, counter) in requests.iter_mut().zip(by_mode) {
-                *total += counter.get();
-            }
-        }
+        let requests = std::array::from_fn(|o| {
+            (0..super::requests::MODES)
+                .map(|m| self.requests.requests(m, o))
+                .sum()
+        });
         let cache = super::encode::lock(&self.cache_source)
             .clone()
             .map(|source| source())
             .unwrap_or_default();
         Figures {
             requests,
-            bytes_in: self.bytes_in.get(),
-            bytes_out: self.bytes_out.get(),
-            bytes_out_cached: self.bytes_out_cached.get(),
+            bytes_in: self.requests.bytes(super::requests::Bytes::In),
+            bytes_out: self.requests.bytes(super::requests::Bytes::Out),
+            bytes_out_cached: self.requests.bytes(super::requests::Bytes::OutCached),
             errors: std::array::from_fn(|i| self.errors[i].get()),
             origin_connections: self.origin_open.get(),
             cache,
