@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::ListenMode;
+use crate::engine::Engine;
 use crate::listener::tls::TlsListener;
 use crate::route::Router;
 
@@ -46,6 +47,11 @@ impl ListenerInfo {
 
 /// One client connection.
 pub(crate) struct ConnInfo {
+    /// The listener's engine. A transaction reaches it through its connection: the
+    /// engine's reference count is shared by every worker thread, and one taken per
+    /// request made each request wait for that count's cache line from the other
+    /// core; the connection's count only its own requests touch.
+    pub engine: Arc<Engine>,
     /// The client: the peer, or the address a PROXY header gave.
     pub client: SocketAddr,
     /// Transparent listeners: where the client meant to connect before the kernel

@@ -28,7 +28,7 @@ mod requests;
 
 pub use cache::CacheFigures;
 pub use labels::{Alpn, CacheOutcome, ErrorKind, Refusal};
-pub(crate) use module_events::{ModuleEvents, ModuleFigures};
+pub(crate) use module_events::{ModuleEvents, ModuleFigures, ThreadCounts};
 pub use process::ProcessFigures;
 
 use cache::CacheSource;

@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use weir_api::{engine, Decision, Event, Flow, Module, Reply, Txn};
 
-use crate::metrics::{Metrics, ModuleEvents};
+use crate::metrics::{Metrics, ModuleEvents, ThreadCounts};
 
 struct Loaded {
     module: Arc<dyn Module>,
@@ -89,13 +89,15 @@ pub(crate) enum Step<'a> {
 /// waiting future back, because the borrow checker does not let a loop return a borrow
 /// of what its next iteration uses (the future borrows the transaction and target).
 macro_rules! run_event {
+    // `$chain`: the transaction's chain handle (`modules/txn.rs`), whose `call` counts
+    // the call on this thread's counts.
     ($chain:expr, $event:expr, $txn:expr, $target:expr, $call:expr, $metrics:expr) => {{
-        let chain: &$crate::modules::ModuleChain = $chain;
+        let chain = &*$chain;
         $crate::modules::run_event!(in chain.of($event), chain, $event, $txn, $target, $call, $metrics)
     }};
     // The modules in `$modules` only (a subset of the event's, in order).
     (in $modules:expr, $chain:expr, $event:expr, $txn:expr, $target:expr, $call:expr, $metrics:expr) => {{
-        let chain: &$crate::modules::ModuleChain = $chain;
+        let chain = &*$chain;
         let (event, metrics) = ($event, $metrics);
         'run: {
             for &module in $modules {
@@ -161,11 +163,12 @@ impl ModuleChain {
         &self.by_event[event as usize]
     }
 
-    /// Calls module `i` (from [`ModuleChain::of`]) on `target` (see [`run_event`]).
-    /// Always inlined: `call` is then a known function and the module's callback a
-    /// direct virtual call.
+    /// Calls module `i` (from [`ModuleChain::of`]) on `target` (see [`run_event`]),
+    /// counted in `counts`, this thread's counts of the module. Always inlined: `call`
+    /// is then a known function and the module's callback a direct virtual call.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    pub fn call<'a, T>(
+    pub fn call_counted<'a, T>(
         &'a self,
         event: Event,
         i: u16,
@@ -173,12 +176,12 @@ impl ModuleChain {
         target: &'a mut T,
         call: Callback<T>,
         metrics: &Metrics,
+        counts: &ThreadCounts,
     ) -> Step<'a> {
         let i = i as usize;
         engine::set_current(txn, i);
-        let loaded = &self.modules[i];
-        let module = &*loaded.module;
-        let timing = loaded.events.start(event);
+        let module = &*self.modules[i].module;
+        let timing = counts.start(event);
         // The flow becomes a `Step` inside the guard: the guard copies its result
         // through memory, and a `Step` is far smaller than a `Flow`.
         let step = guarded(|| match call(module, txn, target) {
@@ -186,7 +189,7 @@ impl ModuleChain {
             Flow::Respond(reply) => Step::Done(Hook::Respond(Box::new(reply))),
             Flow::Wait(pending) => Step::Wait(AssertUnwindSafe(pending).catch_unwind()),
         });
-        loaded.events.end(event, timing);
+        counts.end(event, timing);
         match step {
             Ok(step) => step,
             Err(panic) => self
@@ -271,8 +274,15 @@ impl ModuleChain {
         Ok(chosen)
     }
 
-    /// Calls every module's `on_log`, with how the transaction ended.
-    pub fn log(&self, txn: &mut Txn, metrics: &Metrics, completion: weir_api::Completion) {
+    /// Calls every module's `on_log`, with how the transaction ended; `counts`: this
+    /// thread's counts of each module, by index.
+    pub fn log_counted(
+        &self,
+        txn: &mut Txn,
+        metrics: &Metrics,
+        completion: weir_api::Completion,
+        counts: &[Arc<ThreadCounts>],
+    ) {
         let listeners = &self.by_event[Event::Log as usize];
         if listeners.is_empty() {
             return;
@@ -282,9 +292,10 @@ impl ModuleChain {
             let loaded = &self.modules[i as usize];
             engine::set_current(txn, i as usize);
             let txn: &Txn = txn;
-            let timing = loaded.events.start(Event::Log);
+            let counts = &counts[i as usize];
+            let timing = counts.start(Event::Log);
             let logged = std::panic::catch_unwind(AssertUnwindSafe(|| loaded.module.on_log(txn)));
-            loaded.events.end(Event::Log, timing);
+            counts.end(Event::Log, timing);
             if let Err(panic) = logged {
                 let name = loaded.module.name();
                 metrics.module_failed(name);

@@ -3,7 +3,6 @@
 //! body ends or the client goes away. Above the engine's state (a record holds the
 //! engine to count and log); below the response body that completes it.
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
@@ -11,8 +10,7 @@ use http::header::{self, HeaderValue};
 use http::{Method, Request};
 
 use crate::access_log::LogRecord;
-use crate::config::ListenMode;
-use crate::engine::Engine;
+use crate::conn::ConnInfo;
 use crate::metrics::{CacheOutcome, ErrorKind};
 use crate::modules::txn::ModTxn;
 
@@ -73,9 +71,8 @@ fn log_url<B>(req: &Request<B>, https: bool) -> String {
 
 /// A transaction in progress, completed when its response body ends or is dropped.
 pub(crate) struct TxnRecord {
-    pub(crate) engine: Arc<Engine>,
-    pub(crate) mode: ListenMode,
-    pub(crate) client: SocketAddr,
+    /// The client's connection: its engine, listener and address.
+    pub(crate) conn: Arc<ConnInfo>,
     pub(crate) outcome: CacheOutcome,
     pub(crate) status: u16,
     pub(crate) start: Instant,
@@ -94,7 +91,7 @@ pub(crate) struct TxnRecord {
 impl TxnRecord {
     pub(crate) fn finish(&mut self, bytes_out: u64) {
         let elapsed = self.start.elapsed();
-        let m = &self.engine.metrics;
+        let m = &self.conn.engine.metrics;
         let outcome = if self.body_failed {
             m.error(ErrorKind::OriginProtocol);
             CacheOutcome::Error
@@ -104,7 +101,13 @@ impl TxnRecord {
             }
             self.outcome
         };
-        m.request_done(self.mode, outcome, elapsed, self.bytes_in, bytes_out);
+        m.request_done(
+            self.conn.listener.mode,
+            outcome,
+            elapsed,
+            self.bytes_in,
+            bytes_out,
+        );
         if let Some(slot) = self.shared.take() {
             self.txn = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
         }
@@ -118,11 +121,11 @@ impl TxnRecord {
             chain.log(txn, m, completion);
         }
         let fields = self.txn.as_ref().map_or(&[][..], |t| t.txn.log_fields());
-        if let (Some(log), Some(access_log)) = (&self.log, &self.engine.log) {
+        if let (Some(log), Some(access_log)) = (&self.log, &self.conn.engine.log) {
             access_log.log(&LogRecord {
                 start: log.start,
                 elapsed,
-                client: self.client,
+                client: self.conn.client,
                 method: &log.method,
                 url: &log.url,
                 version: log.version,

@@ -40,7 +40,6 @@ pub(crate) use crate::target::Target;
 // size of a transaction's futures" in docs/architecture.md.
 #[allow(clippy::manual_async_fn)]
 pub(crate) fn handle(
-    engine: Arc<Engine>,
     conn: Arc<ConnInfo>,
     req: Request<ClientStream>,
     stream_interim: Option<Interim>,
@@ -48,6 +47,7 @@ pub(crate) fn handle(
 {
     async move {
         let start = Instant::now();
+        let engine = &conn.engine;
         let https = conn.listener.setup.tls.is_some();
         let log = engine.log.as_ref().map(|_| LogInfo::new(&req, https));
         let fields = headers::FieldScan::of(req.headers());
@@ -81,7 +81,7 @@ pub(crate) fn handle(
             txn
         };
         let served = match transact(
-            &engine,
+            engine,
             &conn,
             req,
             fields,
@@ -101,13 +101,11 @@ pub(crate) fn handle(
             upstream,
             origin_body,
         } = served;
-        let cache_status = crate::served::cluster_entry(&engine, cache_status, from_peer);
+        let cache_status = crate::served::cluster_entry(engine, cache_status, from_peer);
         set_cache_status(response.headers_mut(), cache_status);
-        let shared = crate::deliver::deliver!(&engine, &mut txn, &mut response, origin_body);
+        let shared = crate::deliver::deliver!(engine, &mut txn, &mut response, origin_body);
         let record = TxnRecord {
-            engine: engine.clone(),
-            mode: conn.listener.mode,
-            client: conn.client,
+            conn,
             outcome,
             status: response.status().as_u16(),
             start,

@@ -157,7 +157,7 @@ mod tests {
         assert_eq!(v["bytes"]["out_from_cache"], 10);
         assert_eq!(v["memory"]["cache_configured"], 64 << 20);
         assert_eq!(v["modules"], json!([]));
-        let events = m.module_events("m");
+        let events = m.module_events("m").this_thread();
         let timing = events.start(weir_api::Event::RequestHeaders);
         events.end(weir_api::Event::RequestHeaders, timing);
         let v = figures(&m, &facts);

@@ -118,7 +118,7 @@ fn body_changed(headers: &mut HeaderMap, len: usize, length_may_change_later: bo
 #[allow(clippy::too_many_arguments)]
 async fn run_whole<H: Send>(
     engine: &Engine,
-    chain: &crate::modules::ModuleChain,
+    chain: &crate::modules::txn::ChainHandle,
     txn: &mut weir_api::Txn,
     chosen: &[u16],
     event: Event,

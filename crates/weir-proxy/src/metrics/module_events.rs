@@ -6,14 +6,15 @@
 //! The engine counts every call and times one call in [`SAMPLE_EVERY`] (two clock
 //! reads), adding that call's time multiplied by [`SAMPLE_EVERY`]: an estimate of the
 //! total that is exact on average and costs the other calls no clock read. An event no
-//! module asked for is never dispatched, so it costs nothing. Each thread counts on
-//! its own cache line, with a plain load and store: one count shared by the worker
-//! threads made every call wait for the line to come from the other core (a locked
-//! addition on a line the other core had just written), which cost more than the rest
-//! of a cheap module's call. A read sums the threads' counts. The time is the
-//! callback's own (what it does before returning); the wait of a module that returns
-//! `Flow::Wait` is not in it. Counts are kept by module name across reloads, so the
-//! counters only grow.
+//! module asked for is never dispatched, so it costs nothing. Each thread counts in a
+//! block of its own ([`ThreadCounts`], on cache lines of its own), which a
+//! transaction's chain handle holds (`modules/txn.rs`), so a call finds it without a
+//! lookup: one count shared by the worker threads made every call wait for the line to
+//! come from the other core (a locked addition on a line the other core had just
+//! written), which cost more than the rest of a cheap module's call. A read sums the
+//! threads' blocks. The time is the callback's own (what it does before returning);
+//! the wait of a module that returns `Flow::Wait` is not in it. Counts are kept by
+//! module name across reloads, so the counters only grow.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,55 +34,26 @@ pub(crate) const SAMPLE_EVERY: u64 = 64;
 
 /// One module's counts, per thread.
 #[derive(Default)]
-pub(crate) struct ModuleEvents(ThreadLocal<ThreadCounts>);
+pub(crate) struct ModuleEvents(ThreadLocal<Arc<ThreadCounts>>);
 
-/// One thread's counts of one module, per event. Written by that thread only, so a
-/// load and a store count a call; atomics so that a read from another thread sees
-/// whole values. On cache lines of their own: two threads' counts are neighbours in
-/// `ThreadLocal`'s buckets.
+/// One thread's counts of one module, per event. Atomics, so that a transaction that
+/// moved to another thread still counts exactly and a read sees whole values; on cache
+/// lines of their own, so that no other thread writes them in the usual case.
 #[repr(align(128))]
 #[derive(Default)]
-struct ThreadCounts {
+pub(crate) struct ThreadCounts {
     calls: [AtomicU64; Event::ALL.len()],
     /// Nanoseconds: the timed calls' time × [`SAMPLE_EVERY`].
     nanos: [AtomicU64; Event::ALL.len()],
 }
 
-/// A timed call in progress (see [`ModuleEvents::start`]).
+/// A timed call in progress (see [`ThreadCounts::start`]).
 pub(crate) struct Timing(Option<Instant>);
 
 impl ModuleEvents {
-    /// Counts a call at `event`; every [`SAMPLE_EVERY`]th call (of this thread's) is
-    /// timed until [`ModuleEvents::end`].
-    #[inline(always)]
-    pub fn start(&self, event: Event) -> Timing {
-        let calls = &self.0.get_or_default().calls[event as usize];
-        // Only this thread writes its counts: no locked addition needed.
-        let n = calls.load(Ordering::Relaxed);
-        calls.store(n + 1, Ordering::Relaxed);
-        Timing(if n & (SAMPLE_EVERY - 1) == 0 {
-            Some(Instant::now())
-        } else {
-            None
-        })
-    }
-
-    /// Ends a call begun with [`ModuleEvents::start`].
-    #[inline(always)]
-    pub fn end(&self, event: Event, timing: Timing) {
-        if let Some(started) = timing.0 {
-            self.timed(event, started.elapsed());
-        }
-    }
-
-    #[cold]
-    fn timed(&self, event: Event, took: Duration) {
-        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
-        let total = &self.0.get_or_default().nanos[event as usize];
-        let sum = total
-            .load(Ordering::Relaxed)
-            .saturating_add(nanos.saturating_mul(SAMPLE_EVERY));
-        total.store(sum, Ordering::Relaxed);
+    /// The current thread's counts of this module.
+    pub fn this_thread(&self) -> Arc<ThreadCounts> {
+        self.0.get_or_default().clone()
     }
 
     /// (event, calls, estimated seconds) for each event called at least once.
@@ -98,6 +70,34 @@ impl ModuleEvents {
             })
             .filter(|(_, calls, _)| *calls > 0)
             .collect()
+    }
+}
+
+impl ThreadCounts {
+    /// Counts a call at `event`; every [`SAMPLE_EVERY`]th call (of these counts) is
+    /// timed until [`ThreadCounts::end`].
+    #[inline(always)]
+    pub fn start(&self, event: Event) -> Timing {
+        let n = self.calls[event as usize].fetch_add(1, Ordering::Relaxed);
+        Timing(if n & (SAMPLE_EVERY - 1) == 0 {
+            Some(Instant::now())
+        } else {
+            None
+        })
+    }
+
+    /// Ends a call begun with [`ThreadCounts::start`].
+    #[inline(always)]
+    pub fn end(&self, event: Event, timing: Timing) {
+        if let Some(started) = timing.0 {
+            self.timed(event, started.elapsed());
+        }
+    }
+
+    #[cold]
+    fn timed(&self, event: Event, took: Duration) {
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.nanos[event as usize].fetch_add(nanos.saturating_mul(SAMPLE_EVERY), Ordering::Relaxed);
     }
 }
 
@@ -183,8 +183,9 @@ mod tests {
     #[test]
     fn calls_are_counted_and_one_in_sample_every_timed() {
         let table = ModuleEventTable::default();
-        let events = table.of("m");
-        assert!(Arc::ptr_eq(&events, &table.of("m")), "one entry per name");
+        let module = table.of("m");
+        assert!(Arc::ptr_eq(&module, &table.of("m")), "one entry per name");
+        let events = module.this_thread();
         for _ in 0..SAMPLE_EVERY + 1 {
             let t = events.start(Event::RequestHeaders);
             std::thread::sleep(Duration::from_micros(50));
@@ -214,11 +215,12 @@ mod tests {
 
     #[test]
     fn calls_on_many_threads_are_all_counted() {
-        let events = Arc::new(ModuleEvents::default());
+        let module = Arc::new(ModuleEvents::default());
         let threads: Vec<_> = (0..4)
             .map(|_| {
-                let events = events.clone();
+                let module = module.clone();
                 std::thread::spawn(move || {
+                    let events = module.this_thread();
                     for _ in 0..1000 {
                         let t = events.start(Event::ResponseHeaders);
                         events.end(Event::ResponseHeaders, t);
@@ -229,9 +231,10 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
+        let events = module.this_thread();
         let t = events.start(Event::ResponseHeaders);
         events.end(Event::ResponseHeaders, t);
-        let read = events.read();
+        let read = module.read();
         assert_eq!(read.len(), 1);
         assert_eq!((read[0].0, read[0].1), (Event::ResponseHeaders, 4001));
     }

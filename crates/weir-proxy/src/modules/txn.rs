@@ -6,7 +6,9 @@
 //! other twice per request, and the chain's fields beside it were read from memory
 //! each time too. So a chain hands out one handle per thread ([`ChainHandle`]), each
 //! its own allocation with its own count: a transaction counts on its thread's handle,
-//! and the handles share the chain, which nothing writes after it is built.
+//! and the handles share the chain, which nothing writes after it is built. The handle
+//! also holds the thread's counts of each module's calls, so that counting a call
+//! needs no lookup.
 
 use std::ops::Deref;
 use std::sync::Arc;
@@ -14,7 +16,8 @@ use std::sync::Arc;
 use thread_local::ThreadLocal;
 use weir_api::{engine, Event, Txn};
 
-use super::ModuleChain;
+use super::{Callback, ModuleChain, Step};
+use crate::metrics::{Metrics, ThreadCounts};
 
 /// A transaction's module context: the chain it started with and its [`Txn`]. Held
 /// inline by the transaction, so a chain costs no allocation per transaction.
@@ -32,18 +35,55 @@ impl ModTxn {
 }
 
 /// One thread's reference to a chain (see the module's documentation).
-pub(crate) struct ChainHandle(Arc<ModuleChain>);
+pub(crate) struct ChainHandle {
+    chain: Arc<ModuleChain>,
+    /// This thread's counts of each module's calls, by index.
+    counts: Box<[Arc<ThreadCounts>]>,
+}
 
 impl Deref for ChainHandle {
     type Target = ModuleChain;
 
     #[inline]
     fn deref(&self) -> &ModuleChain {
-        &self.0
+        &self.chain
     }
 }
 
 impl ChainHandle {
+    fn new(chain: &Arc<ModuleChain>) -> ChainHandle {
+        ChainHandle {
+            counts: chain
+                .modules
+                .iter()
+                .map(|m| m.events.this_thread())
+                .collect(),
+            chain: chain.clone(),
+        }
+    }
+
+    /// Calls module `i` on `target` (see [`ModuleChain::call_counted`]).
+    #[inline(always)]
+    pub fn call<'a, T>(
+        &'a self,
+        event: Event,
+        i: u16,
+        txn: &'a mut Txn,
+        target: &'a mut T,
+        call: Callback<T>,
+        metrics: &Metrics,
+    ) -> Step<'a> {
+        let counts = &self.counts[i as usize];
+        self.chain
+            .call_counted(event, i, txn, target, call, metrics, counts)
+    }
+
+    /// Calls every module's `on_log` (see [`ModuleChain::log_counted`]).
+    pub fn log(&self, txn: &mut Txn, metrics: &Metrics, completion: weir_api::Completion) {
+        self.chain
+            .log_counted(txn, metrics, completion, &self.counts)
+    }
+
     /// Another transaction on this chain (a fill's own, for example), when it has
     /// modules at all.
     pub fn new_txn(self: &Arc<Self>, client: std::net::SocketAddr) -> Option<ModTxn> {
@@ -78,7 +118,7 @@ impl SharedChain {
         }
         let handle = self
             .handles
-            .get_or(|| Arc::new(ChainHandle(self.chain.clone())));
+            .get_or(|| Arc::new(ChainHandle::new(&self.chain)));
         Some(ModTxn {
             chain: handle.clone(),
             txn: engine::new_txn(client, self.chain.modules.len()),

@@ -92,6 +92,7 @@ pub(super) async fn accept_loop(
                 // Checked against the client a PROXY header named, when there was one.
                 let ip = est.client.ip().to_canonical();
                 let conn = Arc::new(ConnInfo {
+                    engine,
                     client: est.client,
                     original_dst: est.original_dst,
                     allowed: info.allow.iter().any(|n| n.contains(&ip)),
@@ -100,7 +101,7 @@ pub(super) async fn accept_loop(
                     requests: AtomicU64::new(0),
                     interim: Default::default(),
                 });
-                connection::serve(stream, conn, engine, protocols, stop).await;
+                connection::serve(stream, conn, protocols, stop).await;
             }
             connections.open.fetch_sub(1, Ordering::AcqRel);
             connections.closed.notify_waiters();

@@ -40,7 +40,7 @@ use crate::body::{ClientStream, ProxyBody};
 use crate::framing::FramingGuard;
 use crate::interim::{self, Interim};
 use crate::listener::ClientIo;
-use crate::service::{ConnInfo, Engine};
+use crate::service::ConnInfo;
 
 use super::h2::H2Settings;
 
@@ -90,7 +90,6 @@ impl Protocols {
 pub(crate) async fn serve(
     stream: FramingGuard<ClientIo>,
     conn: Arc<ConnInfo>,
-    engine: Arc<Engine>,
     protocols: Arc<Protocols>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -119,12 +118,12 @@ pub(crate) async fn serve(
     };
     if h2 {
         let idle = protocols.idle;
-        return super::h2::serve(client, conn, engine, &protocols.http2, idle, stop).await;
+        return super::h2::serve(client, conn, &protocols.http2, idle, stop).await;
     }
     client.may_park = true;
     loop {
         let busy = client.busy.clone();
-        let (engine, conn) = (engine.clone(), conn.clone());
+        let conn = conn.clone();
         let service = hyper::service::service_fn(move |req| {
             let transaction = Busy::enter(&busy);
             // The transaction finds the queue through its connection (`Target::interim`).
@@ -133,7 +132,6 @@ pub(crate) async fn serve(
             // it is given; a pointer is cheaper to move than the future (a miss spent
             // about 8,500 instructions copying it).
             let handled = Box::pin(crate::service::handle(
-                engine.clone(),
                 conn.clone(),
                 req.map(ClientStream::Http1),
                 None,

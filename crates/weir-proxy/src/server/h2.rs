@@ -31,7 +31,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::body::{ClientStream, H2Body, H2Tunnel, H2Upgrade, ProxyBody};
 use crate::interim::Interim;
-use crate::service::{ConnInfo, Engine};
+use crate::service::ConnInfo;
 
 /// hyper's defaults for a server: larger windows than the protocol's 64 KiB, which
 /// limit a stream's throughput to one window per round trip.
@@ -53,7 +53,6 @@ pub(crate) struct H2Settings {
 pub(super) async fn serve<T>(
     io: T,
     conn: Arc<ConnInfo>,
-    engine: Arc<Engine>,
     settings: &H2Settings,
     idle: std::time::Duration,
     mut stop: watch::Receiver<bool>,
@@ -99,7 +98,7 @@ pub(super) async fn serve<T>(
                     // Boxed before it is spawned: a stream's future is over a KiB, and
                     // spawning moves it whole several times (about 2,000 instructions
                     // of copying per request, as callgrind counts them).
-                    let answered = Box::pin(stream(engine.clone(), conn.clone(), req, respond));
+                    let answered = Box::pin(stream(conn.clone(), req, respond));
                     tokio::spawn(async move {
                         answered.await;
                         drop(counted);
@@ -174,7 +173,6 @@ impl Drop for Open {
 
 /// One stream: the transaction, its interim responses, its final response.
 async fn stream(
-    engine: Arc<Engine>,
     conn: Arc<ConnInfo>,
     req: Request<h2::RecvStream>,
     mut respond: h2::server::SendResponse<Bytes>,
@@ -195,7 +193,6 @@ async fn stream(
     };
     // Boxed, as on HTTP/1: the transaction's future is several KiB.
     let mut handled = Box::pin(crate::service::handle(
-        engine,
         conn,
         Request::from_parts(parts, body),
         Some(interim.clone()),
