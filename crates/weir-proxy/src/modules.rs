@@ -89,8 +89,8 @@ pub(crate) enum Step<'a> {
 /// waiting future back, because the borrow checker does not let a loop return a borrow
 /// of what its next iteration uses (the future borrows the transaction and target).
 macro_rules! run_event {
-    // `$chain`: the transaction's chain handle (`modules/txn.rs`), whose `call` counts
-    // the call on this thread's counts.
+    // `$chain`: the transaction's chain handle (`modules/txn.rs`), which holds this
+    // thread's counts of each module's calls.
     ($chain:expr, $event:expr, $txn:expr, $target:expr, $call:expr, $metrics:expr) => {{
         let chain = &*$chain;
         $crate::modules::run_event!(in chain.of($event), chain, $event, $txn, $target, $call, $metrics)
@@ -101,7 +101,8 @@ macro_rules! run_event {
         let (event, metrics) = ($event, $metrics);
         'run: {
             for &module in $modules {
-                match chain.call(event, module, &mut *$txn, &mut *$target, $call, metrics) {
+                let counts = chain.counts(module);
+                match chain.call_counted(event, module, &mut *$txn, &mut *$target, $call, metrics, counts) {
                     $crate::modules::Step::Next => {}
                     $crate::modules::Step::Done(decided) => break 'run decided,
                     $crate::modules::Step::Wait(waiting) => {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use thread_local::ThreadLocal;
 use weir_api::{engine, Event, Txn};
 
-use super::{Callback, ModuleChain, Step};
+use super::ModuleChain;
 use crate::metrics::{Metrics, ThreadCounts};
 
 /// A transaction's module context: the chain it started with and its [`Txn`]. Held
@@ -62,20 +62,10 @@ impl ChainHandle {
         }
     }
 
-    /// Calls module `i` on `target` (see [`ModuleChain::call_counted`]).
+    /// This thread's counts of module `i`'s calls, for [`ModuleChain::call_counted`].
     #[inline(always)]
-    pub fn call<'a, T>(
-        &'a self,
-        event: Event,
-        i: u16,
-        txn: &'a mut Txn,
-        target: &'a mut T,
-        call: Callback<T>,
-        metrics: &Metrics,
-    ) -> Step<'a> {
-        let counts = &self.counts[i as usize];
-        self.chain
-            .call_counted(event, i, txn, target, call, metrics, counts)
+    pub fn counts(&self, i: u16) -> &ThreadCounts {
+        &self.counts[i as usize]
     }
 
     /// Calls every module's `on_log` (see [`ModuleChain::log_counted`]).
