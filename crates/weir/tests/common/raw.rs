@@ -239,7 +239,14 @@ impl RawConn {
     /// nothing else arriving first.
     pub fn closed_within(&mut self, timeout: Duration) -> bool {
         self.stream.set_read_timeout(Some(timeout)).unwrap();
-        let closed = matches!(self.fill(), Ok(0) | Err(_)) && self.buf.is_empty();
+        // A read that times out (`WouldBlock` or `TimedOut`) means still open.
+        let closed = match self.fill() {
+            Ok(n) => n == 0,
+            Err(e) => !matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ),
+        } && self.buf.is_empty();
         self.stream.set_read_timeout(Some(RAW_TIMEOUT)).unwrap();
         closed
     }

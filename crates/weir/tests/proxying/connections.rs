@@ -197,6 +197,53 @@ fn idle_client_connections_are_closed_after_client_idle() {
     assert_eq!(origin.count("/ci"), 1);
 }
 
+/// Slowloris: a client that sends part of a request head and stalls, or sends it a
+/// byte at a time, is closed once `client_idle` has passed since the head began.
+#[test]
+fn request_heads_that_never_complete_are_closed_after_client_idle() {
+    let origin = TestOrigin::start();
+    let proxy = Proxy::builder()
+        .forward()
+        .option("timeouts", "client_idle", "500ms")
+        .start();
+    let head = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\nX-Slow: ",
+        origin.url("/slow"),
+        origin.addr()
+    );
+    let mut stalled = RawConn::connect(proxy.forward_addr());
+    let start = Instant::now();
+    stalled.send(head.as_bytes());
+    assert!(
+        stalled.closed_within(Duration::from_secs(3)),
+        "a stalled request head was kept past client_idle = 500ms"
+    );
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(400),
+        "closed after {waited:?}"
+    );
+
+    let mut trickle = RawConn::connect(proxy.forward_addr());
+    let start = Instant::now();
+    trickle.send(head.as_bytes());
+    let mut closed = false;
+    while !closed && start.elapsed() < Duration::from_secs(3) {
+        closed =
+            trickle.try_send(b"a").is_err() || trickle.closed_within(Duration::from_millis(100));
+    }
+    let waited = start.elapsed();
+    assert!(
+        closed,
+        "a request head sent a byte every 100 ms was kept for {waited:?} (client_idle = 500ms)"
+    );
+    assert!(
+        waited >= Duration::from_millis(400),
+        "closed after {waited:?}"
+    );
+    assert_eq!(origin.count("/slow"), 0);
+}
+
 /// An HTTP/1.0 request for `path` asking to keep the connection with `field`.
 fn http10(origin: &TestOrigin, path: &str, field: &str) -> Vec<u8> {
     format!(
