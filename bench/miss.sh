@@ -80,8 +80,10 @@
 # Output
 #   Markdown tables on stdout; raw wrk output, per-run numbers (runs.tsv,
 #   memory.tsv), the configs and the tables in bench/out/miss-<UTC timestamp>/, and
-#   the tables again in bench/out/miss-latest.md. All traffic stays on 127.0.0.1;
-#   everything started here is stopped on exit.
+#   the tables again in bench/out/miss-latest.md. Each round's line on stderr and its
+#   row of runs.tsv (sys_share) also give the kernel's share of the proxy's CPU
+#   (stime over utime + stime), to tell user-space cost from the kernel's. All
+#   traffic stays on 127.0.0.1; everything started here is stopped on exit.
 
 set -euo pipefail
 
