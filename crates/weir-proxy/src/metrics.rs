@@ -35,14 +35,6 @@ use cache::CacheSource;
 use encode::{lock, Series};
 use requests::{Bytes, RequestCounts, MODES};
 
-fn mode_index(mode: ListenMode) -> usize {
-    match mode {
-        ListenMode::Forward => 0,
-        ListenMode::Reverse => 1,
-        ListenMode::Transparent => 2,
-    }
-}
-
 /// The process's metrics. Hot-path methods neither allocate nor look labels up.
 pub struct Metrics {
     registry: Registry,
@@ -84,16 +76,11 @@ impl Metrics {
         let mut r = Registry::with_prefix("weir");
 
         let requests = RequestCounts::default();
-        let modes = [
-            ListenMode::Forward,
-            ListenMode::Reverse,
-            ListenMode::Transparent,
-        ];
-        let labels = modes.iter().flat_map(|mode| {
+        let labels = MODES.iter().flat_map(|mode| {
             let mode = mode.as_str();
             CacheOutcome::ALL.map(|o| vec![("mode", mode), ("cache", o.as_str())])
         });
-        let series: Vec<_> = (0..MODES)
+        let series: Vec<_> = (0..MODES.len())
             .flat_map(|m| (0..CacheOutcome::ALL.len()).map(move |o| (m, o)))
             .map(|(m, o)| requests.requests_metric(m, o))
             .collect();
@@ -190,7 +177,7 @@ impl Metrics {
         bytes_out: u64,
     ) {
         self.requests
-            .add(mode_index(mode), outcome, elapsed, bytes_in, bytes_out);
+            .add(mode, outcome, elapsed, bytes_in, bytes_out);
     }
 
     /// The module counters in the text exposition format.

@@ -1,7 +1,8 @@
 //! What is recorded of a transaction: the request details the access log needs, and
 //! the record completed (counted, logged, the modules' log event) when the response
 //! body ends or the client goes away. Above the engine's state (a record holds the
-//! engine to count and log); below the response body that completes it.
+//! client's connection, and through it the engine, to count and log); below the
+//! response body that completes it.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};

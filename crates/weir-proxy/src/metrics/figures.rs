@@ -28,11 +28,7 @@ pub(crate) struct Figures {
 impl Metrics {
     /// Reads every figure the status page shows.
     pub(crate) fn figures(&self) -> Figures {
-        let requests = std::array::from_fn(|o| {
-            (0..super::requests::MODES)
-                .map(|m| self.requests.requests(m, o))
-                .sum()
-        });
+        let requests = std::array::from_fn(|o| self.requests.outcome_total(o));
         let cache = super::encode::lock(&self.cache_source)
             .clone()
             .map(|source| source())

@@ -17,6 +17,7 @@ use prometheus_client::metrics::{MetricType, TypedMetric};
 use thread_local::ThreadLocal;
 
 use super::CacheOutcome;
+use crate::config::ListenMode;
 
 /// Upper bounds of the request-duration buckets, in seconds.
 pub(super) const DURATION_BUCKETS: [f64; 18] = [
@@ -24,9 +25,22 @@ pub(super) const DURATION_BUCKETS: [f64; 18] = [
     5.0, 10.0, 30.0, 60.0,
 ];
 
-/// Listener modes counted apart (forward, reverse, transparent).
-pub(super) const MODES: usize = 3;
+/// The listener modes counted apart, in the order of their series.
+pub(super) const MODES: [ListenMode; 3] = [
+    ListenMode::Forward,
+    ListenMode::Reverse,
+    ListenMode::Transparent,
+];
 const OUTCOMES: usize = CacheOutcome::ALL.len();
+
+/// `mode`'s place in [`MODES`].
+fn mode_index(mode: ListenMode) -> usize {
+    match mode {
+        ListenMode::Forward => 0,
+        ListenMode::Reverse => 1,
+        ListenMode::Transparent => 2,
+    }
+}
 
 /// The body bytes counted.
 #[derive(Debug, Clone, Copy)]
@@ -42,9 +56,9 @@ pub(super) enum Bytes {
 /// One thread's counts. On cache lines of their own: two threads' counts are
 /// neighbours in `ThreadLocal`'s buckets.
 #[repr(align(128))]
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct ThreadCounts {
-    requests: [[AtomicU64; OUTCOMES]; MODES],
+    requests: [[AtomicU64; OUTCOMES]; MODES.len()],
     /// Per outcome, per bucket (not cumulative; the last one is `+Inf`).
     buckets: [[AtomicU64; DURATION_BUCKETS.len() + 1]; OUTCOMES],
     /// Per outcome, in nanoseconds (584 years of headroom).
@@ -62,7 +76,7 @@ fn add(count: &AtomicU64, n: u64) {
 }
 
 /// Every thread's counts of finished transactions.
-#[derive(Clone, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct RequestCounts(Arc<ThreadLocal<ThreadCounts>>);
 
 impl RequestCounts {
@@ -70,7 +84,7 @@ impl RequestCounts {
     #[inline]
     pub fn add(
         &self,
-        mode: usize,
+        mode: ListenMode,
         outcome: CacheOutcome,
         elapsed: Duration,
         bytes_in: u64,
@@ -78,7 +92,7 @@ impl RequestCounts {
     ) {
         let counts = self.0.get_or_default();
         let o = outcome as usize;
-        add(&counts.requests[mode][o], 1);
+        add(&counts.requests[mode_index(mode)][o], 1);
         let seconds = elapsed.as_secs_f64();
         let bucket = DURATION_BUCKETS.partition_point(|&bound| bound < seconds);
         add(&counts.buckets[o][bucket], 1);
@@ -105,6 +119,11 @@ impl RequestCounts {
     /// Transactions finished with `outcome` on listeners of mode `mode`.
     pub fn requests(&self, mode: usize, outcome: usize) -> u64 {
         self.sum(|c| &c.requests[mode][outcome])
+    }
+
+    /// Transactions finished with `outcome`, every listener mode together.
+    pub fn outcome_total(&self, outcome: usize) -> u64 {
+        (0..MODES.len()).map(|m| self.requests(m, outcome)).sum()
     }
 
     /// Body bytes of one kind.
@@ -135,14 +154,8 @@ enum Count {
 }
 
 /// A counter of [`RequestCounts`] as the registry encodes it.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub(super) struct CountMetric(RequestCounts, Count);
-
-impl std::fmt::Debug for CountMetric {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("CountMetric").field(&self.1).finish()
-    }
-}
 
 impl TypedMetric for CountMetric {
     const TYPE: MetricType = MetricType::Counter;
@@ -163,14 +176,8 @@ impl EncodeMetric for CountMetric {
 }
 
 /// The duration histogram of one outcome as the registry encodes it.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub(super) struct DurationMetric(RequestCounts, usize);
-
-impl std::fmt::Debug for DurationMetric {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("DurationMetric").field(&self.1).finish()
-    }
-}
 
 impl TypedMetric for DurationMetric {
     const TYPE: MetricType = MetricType::Histogram;
@@ -210,8 +217,8 @@ mod tests {
                 std::thread::spawn(move || {
                     for _ in 0..1000 {
                         let ms = Duration::from_millis(2);
-                        counts.add(1, CacheOutcome::Hit, ms, 3, 10);
-                        counts.add(1, CacheOutcome::Miss, ms, 0, 5);
+                        counts.add(ListenMode::Reverse, CacheOutcome::Hit, ms, 3, 10);
+                        counts.add(ListenMode::Reverse, CacheOutcome::Miss, ms, 0, 5);
                     }
                 })
             })
