@@ -74,8 +74,8 @@ impl ChainHandle {
             .log_counted(txn, metrics, completion, &self.counts)
     }
 
-    /// Another transaction on this chain (a fill's own, for example), when it has
-    /// modules at all.
+    /// A transaction on this chain (a client's, or a fill's own), when it has modules
+    /// at all.
     pub fn new_txn(self: &Arc<Self>, client: std::net::SocketAddr) -> Option<ModTxn> {
         (!self.is_empty()).then(|| ModTxn {
             chain: self.clone(),
@@ -106,13 +106,9 @@ impl SharedChain {
         if self.chain.is_empty() {
             return None;
         }
-        let handle = self
-            .handles
-            .get_or(|| Arc::new(ChainHandle::new(&self.chain)));
-        Some(ModTxn {
-            chain: handle.clone(),
-            txn: engine::new_txn(client, self.chain.modules.len()),
-        })
+        self.handles
+            .get_or(|| Arc::new(ChainHandle::new(&self.chain)))
+            .new_txn(client)
     }
 }
 
