@@ -34,6 +34,7 @@ mod route;
 mod served;
 mod server;
 mod service;
+mod socket;
 mod target;
 mod tunnel;
 mod upstream;

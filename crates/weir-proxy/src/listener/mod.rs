@@ -19,6 +19,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::metrics::{Metrics, Refusal};
+use crate::socket::Socket;
 use proxy_protocol::Prefixed;
 
 // A fact of the listener (the transaction reads it too), defined with the others.
@@ -83,7 +84,7 @@ pub(crate) async fn establish(
             }
         }
     }
-    let stream = Prefixed::new(rest, stream);
+    let stream = Prefixed::new(rest, Socket::from(stream));
     let io = match &setup.tls {
         None => ClientIo::Plain(stream),
         Some(tls) => match tokio::time::timeout_at(deadline, tls.acceptor().accept(stream)).await {
@@ -112,8 +113,8 @@ pub(crate) async fn establish(
 
 /// A client connection: cleartext or TLS, after any PROXY header.
 pub(crate) enum ClientIo {
-    Plain(Prefixed<TcpStream>),
-    Tls(Box<tokio_rustls::server::TlsStream<Prefixed<TcpStream>>>),
+    Plain(Prefixed<Socket>),
+    Tls(Box<tokio_rustls::server::TlsStream<Prefixed<Socket>>>),
 }
 
 impl ClientIo {
@@ -128,7 +129,7 @@ impl ClientIo {
         if stream.has_prefix() {
             return Ok(());
         }
-        stream.get_ref().readable().await
+        stream.get_ref().get_ref().readable().await
     }
 }
 

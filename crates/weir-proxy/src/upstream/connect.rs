@@ -11,6 +11,7 @@ use super::error::UpstreamError;
 use super::origin_addr::OriginAddr;
 use super::origins::Origin;
 use super::tls::Alpn;
+use crate::socket::Socket;
 
 /// A connected stream, plain or TLS: the connection tasks do not care which.
 pub(super) type BoxIo = Box<dyn Io>;
@@ -34,7 +35,7 @@ pub(super) async fn connect(
     origin: &Origin,
     alpn: Alpn,
 ) -> Result<(BoxIo, Negotiated), UpstreamError> {
-    let tcp = connect_tcp(&origin.addr).await?;
+    let tcp = Socket::from(connect_tcp(&origin.addr).await?);
     let Some(tls) = &origin.tls else {
         return Ok((Box::new(tcp), Negotiated::Unspecified));
     };
