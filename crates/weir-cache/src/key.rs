@@ -1,7 +1,8 @@
 //! Cache keys: one per URL, and one per Vary variant of a URL.
 
 use std::fmt;
-use std::sync::Arc;
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
+use std::sync::{Arc, LazyLock};
 
 use http::HeaderMap;
 
@@ -15,10 +16,63 @@ const PARTS: &str = "\0\u{2}";
 /// lowercased, plus, for a Vary variant, the values of the request headers it varies on.
 ///
 /// Cloning is a reference-count increment.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct CacheKey(Arc<str>);
+///
+/// The key's hash is computed once, when the key is made, with std's randomly keyed
+/// SipHash (clients choose the URLs, and must not be able to aim them at one hash
+/// chain or shard); the maps keyed by it ([`KeyHashing`]) take that hash as it is. A
+/// miss looks its key up in the memory tier, the coalescing table and the memory tier
+/// again, then stores it: each of these hashed the whole key, about 250 instructions
+/// for a short URL, and now none does.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CacheKey {
+    // First, so that unequal keys usually differ at the first comparison.
+    hash: u64,
+    text: Arc<str>,
+}
+
+/// The process's key for hashing cache keys.
+static KEY_HASH: LazyLock<RandomState> = LazyLock::new(RandomState::new);
+
+impl Hash for CacheKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// Hashes for the maps keyed by [`CacheKey`]: the key's own hash, taken as it is.
+pub(crate) type KeyHashing = BuildHasherDefault<KeyHasher>;
+
+/// See [`KeyHashing`].
+#[derive(Default)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+
+    // Only cache keys are hashed with it, and they write one `u64`; anything else is
+    // mixed in all the same, so the hasher stays correct if that ever changes.
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+}
 
 impl CacheKey {
+    fn new(text: impl Into<Arc<str>>) -> CacheKey {
+        let text: Arc<str> = text.into();
+        CacheKey {
+            hash: KEY_HASH.hash_one(&*text),
+            text,
+        }
+    }
+
     /// The key of a URL. GET and HEAD share it (a HEAD is answered from a stored GET).
     pub fn for_url(scheme: &str, authority: &str, path_and_query: &str) -> CacheKey {
         CacheKey::for_url_variant(scheme, authority, path_and_query, None)
@@ -53,90 +107,90 @@ impl CacheKey {
             s.push_str(MODULE_VARIANT);
             s.push_str(variant);
         }
-        CacheKey(s.into())
+        CacheKey::new(s)
     }
 
     /// The key of one variant of this URL: the request's values of the `vary` headers,
     /// each in the form that makes equivalent values equal (see `vary_value.rs`), so a
     /// lookup compares one string.
     pub fn variant(&self, vary: &[http::HeaderName], request: &HeaderMap) -> CacheKey {
-        let mut s = String::with_capacity(self.0.len() + 16 * vary.len());
-        s.push_str(&self.0);
+        let mut s = String::with_capacity(self.text.len() + 16 * vary.len());
+        s.push_str(&self.text);
         for name in vary {
             // NUL cannot occur in a URL or a header value, so keys cannot collide.
             s.push('\0');
             crate::vary_value::push_field(&mut s, name, request);
         }
-        CacheKey(s.into())
+        CacheKey::new(s)
     }
 
     /// This key with a module's variant added (e.g. the encoding a compressor made):
     /// a different object of the same URL.
     pub fn with_module_variant(&self, variant: &str) -> CacheKey {
-        let mut s = String::with_capacity(self.0.len() + 2 + variant.len());
-        s.push_str(&self.0);
+        let mut s = String::with_capacity(self.text.len() + 2 + variant.len());
+        s.push_str(&self.text);
         s.push_str(MODULE_VARIANT);
         s.push_str(variant);
-        CacheKey(s.into())
+        CacheKey::new(s)
     }
 
     /// The key under which the parts (206 responses) of this key's object are kept.
     pub(crate) fn parts(&self) -> CacheKey {
-        let mut s = String::with_capacity(self.0.len() + PARTS.len());
-        s.push_str(&self.0);
+        let mut s = String::with_capacity(self.text.len() + PARTS.len());
+        s.push_str(&self.text);
         s.push_str(PARTS);
-        CacheKey(s.into())
+        CacheKey::new(s)
     }
 
     /// The key of a URL already in key form (what [`CacheKey::url`] returns).
     pub(crate) fn from_url(url: &str) -> CacheKey {
-        CacheKey(url.into())
+        CacheKey::new(url)
     }
 
     /// Whether this URL key carries a module's variant. (Only for keys given to
     /// `Cache::store`, never Vary variant keys, whose values may start with `~`.)
     pub(crate) fn has_module_variant(&self) -> bool {
-        self.0.contains("\0~")
+        self.text.contains("\0~")
     }
 
     /// The URL part of the key (without variant values).
     pub fn url(&self) -> &str {
-        self.0.split('\0').next().unwrap_or("")
+        self.text.split('\0').next().unwrap_or("")
     }
 
     /// The whole key as stored (variant values separated by NUL).
     pub(crate) fn as_str(&self) -> &str {
-        &self.0
+        &self.text
     }
 
     /// The key this variant key was made from by [`CacheKey::variant`] with `n` names.
     pub(crate) fn strip_vary(&self, n: usize) -> CacheKey {
-        let mut end = self.0.len();
+        let mut end = self.text.len();
         for _ in 0..n {
-            end = self.0[..end].rfind('\0').unwrap_or(end);
+            end = self.text[..end].rfind('\0').unwrap_or(end);
         }
-        CacheKey(self.0[..end].into())
+        CacheKey::new(&self.text[..end])
     }
 
     /// A key read back from the disk tier.
     pub(crate) fn from_stored(s: String) -> CacheKey {
-        CacheKey(s.into())
+        CacheKey::new(s)
     }
 
     /// Bytes used by the key, for memory accounting.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.text.len()
     }
 
     /// Whether the key is empty (never, for keys built by this type).
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.text.is_empty()
     }
 }
 
 impl fmt::Debug for CacheKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "CacheKey({:?})", self.0.replace('\0', " | "))
+        write!(f, "CacheKey({:?})", self.text.replace('\0', " | "))
     }
 }
 
@@ -158,6 +212,29 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_eq!(a.url(), "http://example.com:80/A?b=1");
+    }
+
+    #[test]
+    fn equal_keys_hash_alike_however_made_and_maps_find_them() {
+        use std::collections::HashMap;
+        let url = CacheKey::for_url("http", "Example.com", "/a");
+        let same = CacheKey::from_url("http://example.com/a");
+        let variant = url.with_module_variant("gzip");
+        let back = CacheKey::from_stored(variant.as_str().to_string());
+        assert_eq!(url, same);
+        assert_eq!(variant, back);
+        assert_ne!(url, variant);
+        let hash = |k: &CacheKey| KEY_HASH.hash_one(k);
+        assert_eq!(hash(&url), hash(&same));
+        assert_ne!(hash(&url), hash(&variant));
+        let mut map: HashMap<CacheKey, u32, KeyHashing> = HashMap::default();
+        for i in 0..1000 {
+            map.insert(CacheKey::for_url("http", "h", &format!("/{i}")), i);
+        }
+        map.insert(url.clone(), 7);
+        assert_eq!(map.get(&same), Some(&7));
+        assert_eq!(map.get(&back), None);
+        assert_eq!(map.get(&CacheKey::for_url("http", "h", "/999")), Some(&999));
     }
 
     #[test]

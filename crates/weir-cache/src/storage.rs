@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use http::HeaderName;
 
-use crate::key::CacheKey;
+use crate::key::{CacheKey, KeyHashing};
 use crate::object::CachedObject;
 use crate::part_set::PartSet;
 
@@ -78,11 +78,12 @@ pub trait Storage: Send + Sync + 'static {
 /// its hash table, rebuilt whenever they reached a tenth of it, and under steady churn
 /// (a miss evicting an object) that rebuilding and allocating new tables took about a
 /// tenth of the process's CPU. quick_cache removes entries in place and evicts inside
-/// `insert`, so its totals are always settled. Its keys are hashed with std's randomly
-/// keyed SipHash (the crate's fast default hasher is turned off in Cargo.toml): clients
-/// choose the URLs, and must not be able to aim them at one hash chain or shard.
+/// `insert`, so its totals are always settled. Its keys carry their own hash, made with
+/// std's randomly keyed SipHash when the key is made (see [`CacheKey`]; the crate's fast
+/// default hasher is turned off in Cargo.toml): clients choose the URLs, and must not be
+/// able to aim them at one hash chain or shard.
 pub struct MemoryStorage {
-    map: quick_cache::sync::Cache<CacheKey, StoredItem, EntryWeight>,
+    map: quick_cache::sync::Cache<CacheKey, StoredItem, EntryWeight, KeyHashing>,
 }
 
 /// Each entry is charged its measured cost plus its key (see docs/architecture.md,

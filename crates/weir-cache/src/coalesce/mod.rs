@@ -12,7 +12,7 @@ use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::key::CacheKey;
+use crate::key::{CacheKey, KeyHashing};
 use crate::lock::lock;
 
 mod flight;
@@ -22,7 +22,7 @@ pub use reader::FlightReader;
 
 /// The in-flight fetches, by key.
 pub struct Coalescer<H> {
-    flights: Mutex<HashMap<CacheKey, Arc<Flight<H>>>>,
+    flights: Mutex<HashMap<CacheKey, Arc<Flight<H>>, KeyHashing>>,
 }
 
 /// Which fetches a request may be answered from.
@@ -55,7 +55,7 @@ impl<H: Clone> Coalescer<H> {
     /// No flights.
     pub fn new() -> Self {
         Coalescer {
-            flights: Mutex::new(HashMap::new()),
+            flights: Mutex::new(HashMap::default()),
         }
     }
 

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::layout::object_path;
-use crate::key::CacheKey;
+use crate::key::{CacheKey, KeyHashing};
 use crate::storage::{map_options, VariantSet};
 
 /// What a key maps to in the index.
@@ -85,7 +85,7 @@ const TYPICAL_FILE: u64 = 32 << 10;
 
 /// The index, its files' bytes and the memory it is charged.
 pub(super) struct Index {
-    map: quick_cache::sync::Cache<CacheKey, Entry, IndexWeight, std::hash::RandomState, Collect>,
+    map: quick_cache::sync::Cache<CacheKey, Entry, IndexWeight, KeyHashing, Collect>,
     dir: PathBuf,
     file_bytes: AtomicU64,
     memory: AtomicU64,

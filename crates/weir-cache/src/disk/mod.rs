@@ -112,7 +112,7 @@ impl DiskTier {
             Shared {
                 dir,
                 index,
-                pending: Mutex::new(HashMap::new()),
+                pending: Mutex::new(HashMap::default()),
                 next_id: AtomicU64::new(1),
                 counters: Counters::default(),
                 failing: AtomicBool::new(false),

@@ -16,7 +16,7 @@ use super::index::{Entry, EntryMeta, Index};
 use super::layout::object_path;
 use crate::damage::DropDamaged;
 use crate::invalidation::Invalidation;
-use crate::key::CacheKey;
+use crate::key::{CacheKey, KeyHashing};
 use crate::lock::lock;
 use crate::object::CachedObject;
 use crate::storage::VariantSet;
@@ -41,7 +41,7 @@ pub(crate) struct Shared {
     /// find objects here until their file is complete. An invalidation removes the
     /// key, and a write whose id is no longer here is thrown away rather than made
     /// visible, so an invalidated response never comes back.
-    pub(super) pending: Mutex<HashMap<CacheKey, Pending>>,
+    pub(super) pending: Mutex<HashMap<CacheKey, Pending, KeyHashing>>,
     pub(super) next_id: AtomicU64,
     pub(super) counters: Counters,
     /// Whether the last write failed; failures are logged once per episode.
@@ -75,7 +75,7 @@ impl Missed {
 }
 
 impl Shared {
-    pub(super) fn pending(&self) -> MutexGuard<'_, HashMap<CacheKey, Pending>> {
+    pub(super) fn pending(&self) -> MutexGuard<'_, HashMap<CacheKey, Pending, KeyHashing>> {
         lock(&self.pending)
     }
 
