@@ -24,7 +24,9 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+
 use std::time::{Duration, Instant};
+use thread_local::ThreadLocal;
 
 use http::{Request, Response};
 use http_body::Body;
@@ -33,7 +35,7 @@ use crate::body::request::RequestBody;
 use crate::config::{OriginConfig, OriginProtocol, TimeoutsConfig, UpstreamConfig};
 use crate::metrics::Metrics;
 use connect::Negotiated;
-use origins::{Configured, Dispatch, Origin, HTTP1, HTTP2, UNKNOWN};
+use origins::{Configured, Dispatch, Origin, HTTP1, HTTP2, RECENT_ORIGINS, UNKNOWN};
 use tls::{Alpn, TlsConfigs};
 
 use body::{Hold, IdleLimit};
@@ -79,6 +81,7 @@ impl Upstream {
         }
         let upstream = Arc::new(Upstream {
             origins: Mutex::new(HashMap::new()),
+            recent: ThreadLocal::new(),
             configured,
             system_tls: OnceLock::new(),
             settings: settings.clone(),
@@ -129,6 +132,20 @@ impl Upstream {
     }
 
     fn origin(&self, addr: &OriginAddr) -> Arc<Origin> {
+        let recent = self.recent.get_or_default();
+        if let Some(o) = recent.borrow().get(addr) {
+            return o.clone();
+        }
+        let o = self.shared_origin(addr);
+        let mut recent = recent.borrow_mut();
+        if recent.len() >= RECENT_ORIGINS {
+            recent.clear();
+        }
+        recent.insert(addr.clone(), o.clone());
+        o
+    }
+
+    fn shared_origin(&self, addr: &OriginAddr) -> Arc<Origin> {
         let mut origins = self.origins.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(o) = origins.get(addr) {
             return o.clone();
@@ -389,4 +406,41 @@ enum Sent {
     Answered(hyper::Result<Response<hyper::body::Incoming>>),
     /// The connection was closing: the request was never written.
     Unsent(Request<RequestBody>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_origin_is_one_object_for_every_thread_and_past_the_recent_list() {
+        let config = crate::Config::default();
+        let upstream = Upstream::new(
+            &config.upstream,
+            &config.timeouts,
+            &config.origin,
+            Arc::new(Metrics::new()),
+        )
+        .unwrap();
+        let first = upstream.origin(&OriginAddr::http("a.example", 80));
+        assert!(Arc::ptr_eq(
+            &first,
+            &upstream.origin(&OriginAddr::http("a.example", 80))
+        ));
+        // Enough others to empty this thread's recent list.
+        for i in 0..RECENT_ORIGINS * 2 {
+            upstream.origin(&OriginAddr::http(format!("o{i}.example"), 80));
+        }
+        let other = OriginAddr::http("a.example", 8080);
+        assert!(!Arc::ptr_eq(&first, &upstream.origin(&other)));
+        let u = upstream.clone();
+        let elsewhere = std::thread::spawn(move || u.origin(&OriginAddr::http("a.example", 80)))
+            .join()
+            .unwrap();
+        assert!(Arc::ptr_eq(&first, &elsewhere));
+        assert!(Arc::ptr_eq(
+            &first,
+            &upstream.origin(&OriginAddr::http("a.example", 80))
+        ));
+    }
 }

@@ -3,10 +3,13 @@
 //! dispatch in `mod.rs`), which take this state; above the pools' own data
 //! (`h1_pool.rs`, `h2_pool.rs`) and the TLS settings.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+
 use std::time::Duration;
+use thread_local::ThreadLocal;
 
 use super::error::UpstreamError;
 use super::origin_addr::OriginAddr;
@@ -18,6 +21,10 @@ use crate::metrics::Metrics;
 /// All origins' connections.
 pub(crate) struct Upstream {
     pub(super) origins: Mutex<HashMap<OriginAddr, Arc<Origin>>>,
+    /// The origins this thread asked for lately: most requests find theirs here,
+    /// without taking the lock every worker shares or hashing the name with SipHash.
+    /// Origins never leave `origins`, so an entry here is never stale.
+    pub(super) recent: ThreadLocal<RefCell<RecentOrigins>>,
     /// `[[origin]]` sections, by origin.
     pub(super) configured: HashMap<OriginAddr, Configured>,
     /// TLS trusting the system's roots, read once, for `https://` origins without a
@@ -30,6 +37,13 @@ pub(crate) struct Upstream {
     pub(super) body_idle: Duration,
     pub(super) metrics: Arc<Metrics>,
 }
+
+/// A thread's recent origins: at most [`RECENT_ORIGINS`], emptied when full. Small, so
+/// a fast hasher with a random seed is enough against names chosen to collide.
+pub(super) type RecentOrigins = HashMap<OriginAddr, Arc<Origin>, foldhash::fast::RandomState>;
+
+/// See [`Upstream::recent`].
+pub(super) const RECENT_ORIGINS: usize = 64;
 
 pub(super) struct Configured {
     pub(super) protocol: OriginProtocol,
