@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use futures_util::task::AtomicWaker;
 use tokio::sync::Notify;
 
 use crate::lock::lock;
@@ -18,17 +19,21 @@ const WINDOW: usize = 1 << 20;
 
 /// One fetch in flight, shared by its readers.
 ///
-/// Waiting is on two `Notify`s rather than watch channels: a watch channel's send
+/// Readers wait on a `Notify` rather than a watch channel: a watch channel's send
 /// wakes eight notifiers (each behind its own lock), which cost a miss about 6,000
-/// instructions over its three sends, its subscriptions and its drop. A waiter
-/// registers (`Notified::enable`) before it reads the state a second time, so a change
-/// made after that read wakes it.
+/// instructions over its three sends, its subscriptions and its drop. The writer, one
+/// fill task, waits on an `AtomicWaker`: a `Notify` cost it about 600 instructions a
+/// miss, registering and unregistering each time it waited for the origin with the
+/// readers' departure in a `select!`. Every waiter registers before it reads the state
+/// a second time, so a change made after that read wakes it.
 pub struct Flight<H> {
     pub(super) state: Mutex<State<H>>,
     /// Notified on every change the readers care about.
     pub(super) progress: Notify,
-    /// Notified when a reader advances or leaves (the writer may be waiting for room).
-    pub(super) drained: Notify,
+    /// Woken when a reader advances or leaves: the writer may be waiting for room, or
+    /// for the readers to go. Holds one waker: only the one task that writes the
+    /// flight waits on it ([`Flight::push`], [`Flight::abandoned`]).
+    pub(super) drained: AtomicWaker,
 }
 
 pub(super) struct State<H> {
@@ -69,7 +74,7 @@ impl<H: Clone> Flight<H> {
                 abandoned: false,
             }),
             progress: Notify::new(),
-            drained: Notify::new(),
+            drained: AtomicWaker::new(),
         }
     }
 
@@ -100,7 +105,7 @@ impl<H: Clone> Flight<H> {
             let s = lock(&self.state);
             s.retain || s.abandoned || s.buffered <= WINDOW
         };
-        wait_until(&self.drained, has_room).await;
+        self.wait_drained(has_room).await;
     }
 
     /// From now on the body is also written to `file` (which holds its first
@@ -142,9 +147,27 @@ impl<H: Clone> Flight<H> {
         lock(&self.state).abandoned
     }
 
-    /// Completes when every reader has gone away.
+    /// Completes when every reader has gone away. Only the task that writes the flight
+    /// may wait for it (see `drained`).
     pub async fn abandoned(&self) {
-        wait_until(&self.drained, || self.is_abandoned()).await;
+        self.wait_drained(|| self.is_abandoned()).await;
+    }
+
+    /// Waits until `ready` holds, reading it again each time a reader advances or
+    /// leaves. Cancel-safe: nothing is left behind but the registered waker, which the
+    /// next wait replaces.
+    async fn wait_drained(&self, mut ready: impl FnMut() -> bool) {
+        std::future::poll_fn(|cx| {
+            if ready() {
+                return std::task::Poll::Ready(());
+            }
+            self.drained.register(cx.waker());
+            match ready() {
+                true => std::task::Poll::Ready(()),
+                false => std::task::Poll::Pending,
+            }
+        })
+        .await
     }
 
     fn bump(&self) {

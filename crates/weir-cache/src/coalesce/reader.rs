@@ -118,7 +118,7 @@ impl<H: Clone> FlightReader<H> {
             if !s.retain {
                 trim(&mut s);
                 drop(s);
-                self.flight.drained.notify_waiters();
+                self.flight.drained.wake();
             }
             return Some(Found::Chunk(chunk));
         }
@@ -139,6 +139,6 @@ impl<H> Drop for FlightReader<H> {
         }
         trim(&mut s);
         drop(s);
-        self.flight.drained.notify_waiters();
+        self.flight.drained.wake();
     }
 }

@@ -173,3 +173,34 @@ async fn a_spilled_flight_keeps_only_what_is_not_on_disk_and_late_readers_read_i
     }
     assert!(back == expected, "the stored body differs");
 }
+
+#[tokio::test]
+async fn the_writer_is_woken_when_a_slow_reader_makes_room_and_when_the_last_one_leaves() {
+    use std::time::Duration;
+    let c: Coalescer<u16> = Coalescer::new();
+    let Ok(Join::Leader(flight, mut r)) = c.join(&key(), || None::<()>) else {
+        panic!()
+    };
+    flight.stop_retaining();
+    // Past the window: the push waits until the reader reads.
+    let pushed = {
+        let flight = flight.clone();
+        tokio::spawn(async move { flight.push(Bytes::from(vec![0u8; 2 << 20])).await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!pushed.is_finished(), "the push did not wait for room");
+    let reader = tokio::spawn(async move {
+        r.next_chunk().await.unwrap().unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(r);
+    });
+    tokio::time::timeout(Duration::from_secs(5), pushed)
+        .await
+        .expect("the reader's progress woke the writer")
+        .unwrap();
+    // Waiting already when the last reader leaves.
+    tokio::time::timeout(Duration::from_secs(5), flight.abandoned())
+        .await
+        .expect("the reader's departure woke the writer");
+    reader.await.unwrap();
+}
