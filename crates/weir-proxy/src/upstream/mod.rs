@@ -24,8 +24,8 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-
 use std::time::{Duration, Instant};
+
 use thread_local::ThreadLocal;
 
 use http::{Request, Response};
