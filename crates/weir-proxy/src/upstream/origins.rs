@@ -7,8 +7,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-
 use std::time::Duration;
+
 use thread_local::ThreadLocal;
 
 use super::error::UpstreamError;
