@@ -87,7 +87,7 @@ pub fn assess(
         Some(ds) => ResponseDirectives::read(ds.iter().cloned()),
         None => ResponseDirectives::read(directives(headers)),
     };
-    let date = http_date(headers, header::DATE).flatten();
+    let date = response_date(headers);
     let explicit = explicit_lifetime(&cc, headers, targeted.is_some(), date, response_time);
     let status = response.status;
     let heuristic_status = HEURISTIC_STATUSES.contains(&status.as_u16());
@@ -243,14 +243,55 @@ fn initial_age(
 
 /// A date field's first line: `None` when absent, `Some(None)` when not a valid
 /// HTTP-date (IMF-fixdate, RFC 850 or asctime; RFC 9110 §5.6.7).
+/// The response's `Date`, parsed. The last one parsed on this thread is remembered:
+/// an origin's responses within one second carry the same text, and parsing it cost a
+/// miss about 550 instructions.
+fn response_date(headers: &HeaderMap) -> Option<SystemTime> {
+    let value = headers.get(header::DATE)?;
+    let bytes = value.as_bytes();
+    if bytes.len() > LastDate::LONGEST {
+        return parse_date(value);
+    }
+    if let Some(last) = LAST_DATE.get() {
+        if last.text[..usize::from(last.len)] == *bytes {
+            return last.parsed;
+        }
+    }
+    let parsed = parse_date(value);
+    let mut text = [0; LastDate::LONGEST];
+    text[..bytes.len()].copy_from_slice(bytes);
+    let len = bytes.len() as u8;
+    LAST_DATE.set(Some(LastDate { text, len, parsed }));
+    parsed
+}
+
+/// The last `Date` text [`response_date`] parsed on this thread, and what it meant.
+#[derive(Clone, Copy)]
+struct LastDate {
+    text: [u8; LastDate::LONGEST],
+    len: u8,
+    parsed: Option<SystemTime>,
+}
+
+impl LastDate {
+    /// An IMF-fixdate is 29 bytes; longer texts (obsolete forms, padding) are parsed
+    /// each time.
+    const LONGEST: usize = 32;
+}
+
+thread_local! {
+    static LAST_DATE: std::cell::Cell<Option<LastDate>> = const { std::cell::Cell::new(None) };
+}
+
+fn parse_date(value: &http::HeaderValue) -> Option<SystemTime> {
+    value
+        .to_str()
+        .ok()
+        .and_then(|s| httpdate::parse_http_date(s.trim()).ok())
+}
+
 fn http_date(headers: &HeaderMap, name: HeaderName) -> Option<Option<SystemTime>> {
-    let value = headers.get(name)?;
-    Some(
-        value
-            .to_str()
-            .ok()
-            .and_then(|s| httpdate::parse_http_date(s.trim()).ok()),
-    )
+    Some(parse_date(headers.get(name)?))
 }
 
 /// A request's directives; `Pragma: no-cache` counts as `no-cache` when the request has

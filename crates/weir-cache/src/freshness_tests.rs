@@ -305,3 +305,21 @@ fn the_heuristic_is_bounded() {
         secs(5)
     );
 }
+
+#[test]
+fn each_date_is_read_as_it_is_though_the_last_one_is_remembered() {
+    let date = |text: &str| response_date(&reply(200, &[("date", text)]).headers);
+    let a = httpdate::fmt_http_date(at(NOW));
+    let b = httpdate::fmt_http_date(at(NOW + 1));
+    for _ in 0..2 {
+        assert_eq!(date(&a), Some(at(NOW)));
+        assert_eq!(date(&a), Some(at(NOW)));
+        assert_eq!(date(&b), Some(at(NOW + 1)));
+    }
+    // A text that is no date, the same length as one, and a long obsolete form.
+    assert_eq!(date(&"x".repeat(a.len())), None);
+    assert_eq!(date(&a), Some(at(NOW)));
+    assert_eq!(date("Tuesday, 14-Nov-23 22:13:20 GMT"), Some(at(NOW)));
+    assert!(reply(200, &[]).headers.get("date").is_none());
+    assert_eq!(response_date(&reply(200, &[]).headers), None);
+}
