@@ -298,9 +298,9 @@ impl Cache {
         {
             return Vec::new();
         }
-        let mut tags = crate::tags::from_headers(headers, &self.settings.tag_headers);
+        let mut tags = crate::tags::from_headers(headers, tag_headers);
         tags.extend(
-            crate::groups::group_names(headers, &crate::groups::CACHE_GROUPS)
+            crate::groups::group_names(headers, groups)
                 .iter()
                 .map(|g| crate::groups::group_tag(g)),
         );
