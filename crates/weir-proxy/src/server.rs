@@ -5,6 +5,7 @@ mod accept;
 mod connection;
 mod h2;
 mod start_error;
+mod stop;
 mod workers;
 
 use std::net::SocketAddr;

@@ -6,10 +6,10 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+use std::task::Waker;
 
 use bytes::Bytes;
 use futures_util::task::AtomicWaker;
-use tokio::sync::Notify;
 
 use crate::lock::lock;
 use crate::spill::SpillFile;
@@ -19,17 +19,17 @@ const WINDOW: usize = 1 << 20;
 
 /// One fetch in flight, shared by its readers.
 ///
-/// Readers wait on a `Notify` rather than a watch channel: a watch channel's send
-/// wakes eight notifiers (each behind its own lock), which cost a miss about 6,000
-/// instructions over its three sends, its subscriptions and its drop. The writer, one
-/// fill task, waits on an `AtomicWaker`: a `Notify` cost it about 600 instructions a
-/// miss, registering and unregistering each time it waited for the origin with the
-/// readers' departure in a `select!`. Every waiter registers before it reads the state
-/// a second time, so a change made after that read wakes it.
+/// Each reader keeps its waker in its own place in the state ([`ReaderPlace`]): it
+/// checks the state and leaves its waker under one lock, and the writer changes the
+/// state and wakes the waiting readers under the same lock, so no change goes unseen.
+/// A watch channel's send woke eight notifiers (each behind its own lock), about 6,000
+/// instructions a miss; a `Notify` cost each wait a registration and its removal,
+/// about 800 instructions a miss. The writer, one fill task, waits on an
+/// `AtomicWaker`: a `Notify` cost it about 600 instructions a miss, registering and
+/// unregistering each time it waited for the origin with the readers' departure in a
+/// `select!`; it registers before it reads the state a second time.
 pub struct Flight<H> {
     pub(super) state: Mutex<State<H>>,
-    /// Notified on every change the readers care about.
-    pub(super) progress: Notify,
     /// Woken when a reader advances or leaves: the writer may be waiting for room, or
     /// for the readers to go. Holds one waker: only the one task that writes the
     /// flight waits on it ([`Flight::push`], [`Flight::abandoned`]).
@@ -51,9 +51,41 @@ pub(super) struct State<H> {
     pub(super) persisted: u64,
     pub(super) end: Option<bool>,
     pub(super) retain: bool,
-    pub(super) readers: Vec<(u64, usize)>,
+    pub(super) readers: Vec<ReaderPlace>,
     pub(super) next_reader: u64,
     pub(super) abandoned: bool,
+}
+
+/// One reader's place in its flight.
+pub(super) struct ReaderPlace {
+    pub(super) id: u64,
+    /// Index of the next chunk it reads.
+    pub(super) pos: usize,
+    /// Its task, while it waits for the flight to change.
+    pub(super) waker: Option<Waker>,
+}
+
+impl<H> State<H> {
+    /// Leaves reader `id`'s waker, to be woken by the next change.
+    pub(super) fn wait(&mut self, id: u64, waker: &Waker) {
+        if let Some(place) = self.readers.iter_mut().find(|r| r.id == id) {
+            match &mut place.waker {
+                Some(w) if w.will_wake(waker) => {}
+                slot => *slot = Some(waker.clone()),
+            }
+        }
+    }
+
+    /// Wakes every reader that waits. Under the flight's lock, so that no reader checks
+    /// the state between the change and its wake-up; a wake-up only schedules the
+    /// reader's task.
+    fn wake_readers(&mut self) {
+        for place in &mut self.readers {
+            if let Some(waker) = place.waker.take() {
+                waker.wake();
+            }
+        }
+    }
 }
 
 impl<H: Clone> Flight<H> {
@@ -73,15 +105,15 @@ impl<H: Clone> Flight<H> {
                 next_reader: 0,
                 abandoned: false,
             }),
-            progress: Notify::new(),
             drained: AtomicWaker::new(),
         }
     }
 
     /// Publishes the response head.
     pub fn set_head(&self, head: H) {
-        lock(&self.state).head = Some(head);
-        self.bump();
+        let mut s = lock(&self.state);
+        s.head = Some(head);
+        s.wake_readers();
     }
 
     /// Stops keeping chunks every reader has read (the response will not be stored);
@@ -99,8 +131,8 @@ impl<H: Clone> Flight<H> {
             let mut s = lock(&self.state);
             s.buffered += chunk.len();
             s.chunks.push_back(chunk);
+            s.wake_readers();
         }
-        self.bump();
         let has_room = || {
             let s = lock(&self.state);
             s.retain || s.abandoned || s.buffered <= WINDOW
@@ -132,8 +164,9 @@ impl<H: Clone> Flight<H> {
 
     /// Marks the body complete (`ok`) or failed.
     pub fn finish(&self, ok: bool) {
-        lock(&self.state).end = Some(ok);
-        self.bump();
+        let mut s = lock(&self.state);
+        s.end = Some(ok);
+        s.wake_readers();
     }
 
     /// All chunks, when the flight retained them (for storing the complete body).
@@ -169,26 +202,6 @@ impl<H: Clone> Flight<H> {
         })
         .await
     }
-
-    fn bump(&self) {
-        self.progress.notify_waiters();
-    }
-}
-
-/// Waits until `ready` holds, reading it again after each notification of `notify`.
-/// Reads it first without registering: most waits are over at once.
-///
-/// Cancel-safe: dropping the future unregisters it.
-pub(super) async fn wait_until(notify: &Notify, mut ready: impl FnMut() -> bool) {
-    while !ready() {
-        let notified = notify.notified();
-        let mut notified = std::pin::pin!(notified);
-        notified.as_mut().enable();
-        if ready() {
-            return;
-        }
-        notified.await;
-    }
 }
 
 /// Drops the chunks a spill file holds, and, when the flight does not retain its
@@ -197,7 +210,7 @@ pub(super) fn trim<H>(s: &mut State<H>) {
     let passed = if s.retain {
         0
     } else {
-        s.readers.iter().map(|r| r.1).min().unwrap_or(usize::MAX)
+        s.readers.iter().map(|r| r.pos).min().unwrap_or(usize::MAX)
     };
     while let Some(front) = s.chunks.front() {
         let end = s.base_bytes + front.len() as u64;

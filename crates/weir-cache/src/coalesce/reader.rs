@@ -5,10 +5,11 @@
 //! read, so the flight itself knows nothing of them.
 
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 
-use super::flight::{trim, Flight};
+use super::flight::{trim, Flight, ReaderPlace};
 use crate::lock::lock;
 use crate::spill::{SpillFile, SPILL_BATCH};
 
@@ -41,7 +42,11 @@ impl<H: Clone> Flight<H> {
         }
         let id = s.next_reader;
         s.next_reader += 1;
-        s.readers.push((id, 0));
+        s.readers.push(ReaderPlace {
+            id,
+            pos: 0,
+            waker: None,
+        });
         Some(FlightReader {
             flight: self.clone(),
             id,
@@ -54,33 +59,32 @@ impl<H: Clone> Flight<H> {
 impl<H: Clone> FlightReader<H> {
     /// Waits for the response head; `None` when the fetch failed before it.
     ///
-    /// Cancel-safe: dropping the future loses nothing.
+    /// Cancel-safe: dropping the future loses nothing (the waker it left may be woken
+    /// once more, for nothing).
     pub async fn head(&mut self) -> Option<H> {
-        let mut found = None;
-        let flight = self.flight.clone();
-        super::flight::wait_until(&flight.progress, || {
-            let s = lock(&flight.state);
-            found = s.head.clone().map(Some);
-            found.is_some() || s.end.is_some()
+        std::future::poll_fn(|cx| {
+            let mut s = lock(&self.flight.state);
+            if let Some(head) = &s.head {
+                return Poll::Ready(Some(head.clone()));
+            }
+            if s.end.is_some() {
+                return Poll::Ready(None);
+            }
+            s.wait(self.id, cx.waker());
+            Poll::Pending
         })
-        .await;
-        found.flatten()
+        .await
     }
 
     /// The next body chunk: `Some(Ok)`, `None` at a complete end, `Some(Err(()))` when
     /// the fetch failed or was cut, or the part of a fill that went to disk could not
     /// be read back.
     ///
-    /// Cancel-safe: a chunk is only consumed when it is returned.
+    /// Cancel-safe: a chunk is only consumed when it is returned (the waker a dropped
+    /// wait left may be woken once more, for nothing).
     pub async fn next_chunk(&mut self) -> Option<Result<Bytes, ()>> {
-        let flight = self.flight.clone();
-        let mut found = None;
-        super::flight::wait_until(&flight.progress, || {
-            found = self.look();
-            found.is_some()
-        })
-        .await;
-        match found? {
+        let found = std::future::poll_fn(|cx| self.look(cx)).await;
+        match found {
             Found::Chunk(chunk) => Some(Ok(chunk)),
             Found::End(end) => end,
             Found::InFile(file, len) => match file.read_at(self.at, len).await {
@@ -93,18 +97,18 @@ impl<H: Clone> FlightReader<H> {
         }
     }
 
-    /// What is next for this reader, taking a chunk in memory; `None` while there is
-    /// nothing yet.
-    fn look(&mut self) -> Option<Found> {
+    /// What is next for this reader, taking a chunk in memory; while there is nothing
+    /// yet, the reader's waker is left for the next change.
+    fn look(&mut self, cx: &mut Context<'_>) -> Poll<Found> {
         let mut s = lock(&self.flight.state);
         if self.at < s.base_bytes {
             // Only a spill file lets chunks leave memory before every reader has read
             // them.
             let Some(file) = s.spill.clone() else {
-                return Some(Found::End(Some(Err(()))));
+                return Poll::Ready(Found::End(Some(Err(()))));
             };
             let len = (s.base_bytes - self.at).min(SPILL_BATCH as u64) as usize;
-            return Some(Found::InFile(file, len));
+            return Poll::Ready(Found::InFile(file, len));
         }
         // Back from the file exactly where memory starts.
         self.pos = self.pos.max(s.base);
@@ -112,20 +116,23 @@ impl<H: Clone> FlightReader<H> {
             let chunk = s.chunks[self.pos - s.base].clone();
             self.pos += 1;
             self.at += chunk.len() as u64;
-            if let Some(r) = s.readers.iter_mut().find(|r| r.0 == self.id) {
-                r.1 = self.pos;
+            if let Some(r) = s.readers.iter_mut().find(|r| r.id == self.id) {
+                r.pos = self.pos;
             }
             if !s.retain {
                 trim(&mut s);
                 drop(s);
                 self.flight.drained.wake();
             }
-            return Some(Found::Chunk(chunk));
+            return Poll::Ready(Found::Chunk(chunk));
         }
         match s.end {
-            Some(true) => Some(Found::End(None)),
-            Some(false) => Some(Found::End(Some(Err(())))),
-            None => None,
+            Some(true) => Poll::Ready(Found::End(None)),
+            Some(false) => Poll::Ready(Found::End(Some(Err(())))),
+            None => {
+                s.wait(self.id, cx.waker());
+                Poll::Pending
+            }
         }
     }
 }
@@ -133,7 +140,7 @@ impl<H: Clone> FlightReader<H> {
 impl<H> Drop for FlightReader<H> {
     fn drop(&mut self) {
         let mut s = lock(&self.flight.state);
-        s.readers.retain(|r| r.0 != self.id);
+        s.readers.retain(|r| r.id != self.id);
         if s.readers.is_empty() && s.end.is_none() {
             s.abandoned = true;
         }

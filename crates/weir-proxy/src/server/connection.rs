@@ -160,17 +160,12 @@ pub(crate) async fn serve(
         if stopping {
             connection.as_mut().graceful_shutdown();
         }
-        let result = loop {
-            tokio::select! {
-                result = connection.as_mut() => break result,
-                changed = stop.changed(), if !stopping => {
-                    if changed.is_err() || *stop.borrow() {
-                        stopping = true;
-                        connection.as_mut().graceful_shutdown();
-                    }
-                }
-            }
-        };
+        let (result, stopped) =
+            super::stop::until_stop(&mut connection, &mut stop, stopping, |c| {
+                c.as_mut().graceful_shutdown()
+            })
+            .await;
+        stopping = stopped;
         if let Err(e) = result {
             tracing::debug!("client connection ended: {e}");
             return;

@@ -89,6 +89,8 @@ pub(super) async fn serve<T>(
         last_end_ms: AtomicU64::new(0),
     });
     let mut quiet = pin!(tokio::time::sleep(idle));
+    // One wait for the stop for the connection's life (see `connection::serve`).
+    let mut stopped = pin!(stop.wait_for(|stop| *stop));
     loop {
         // `accept` keeps its state in the connection: cancelling it loses nothing.
         tokio::select! {
@@ -123,11 +125,9 @@ pub(super) async fn serve<T>(
                     None => quiet.as_mut().reset(now + idle),
                 }
             }
-            changed = stop.changed(), if !stopping => {
-                if changed.is_err() || *stop.borrow() {
-                    stopping = true;
-                    connection.graceful_shutdown();
-                }
+            _ = &mut stopped, if !stopping => {
+                stopping = true;
+                connection.graceful_shutdown();
             }
         }
     }
