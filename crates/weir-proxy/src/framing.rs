@@ -107,6 +107,12 @@ impl<IO> FramingGuard<IO> {
         matches!(&self.state, State::Head(buf) if buf.is_empty()) && self.replacing.is_none()
     }
 
+    /// hyper is reading a request head here, or waiting for one: every earlier request
+    /// was read whole (the head may have begun, `between_requests` tells).
+    pub fn reading_head(&self) -> bool {
+        matches!(&self.state, State::Head(_)) && self.replacing.is_none()
+    }
+
     /// Frees the head buffer kept for reuse, while the connection waits.
     pub fn release_buffers(&mut self) {
         if let State::Head(buf) = &mut self.state {

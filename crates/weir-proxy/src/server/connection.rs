@@ -12,9 +12,13 @@
 //! [`PARK_AFTER`], the connection is parked: hyper is told the client closed (a clean
 //! end between two requests), hands the stream back (with anything it read but did not
 //! use), and all its state is freed. The stream then waits for readability with no
-//! buffer at all, for as long as hyper's idle timeout would have let it wait; when
-//! bytes come, a new hyper connection takes over the same stream. The client sees one
-//! ordinary keep-alive connection.
+//! buffer at all, for as long as `client_idle` lets it wait; when bytes come, a new
+//! hyper connection takes over the same stream. The client sees one ordinary
+//! keep-alive connection.
+//!
+//! The same timer, reset rather than made anew, holds a request head to `client_idle`
+//! from the moment the connection waits for its rest (slow or stalled heads), which
+//! hyper's header read timeout did with a timer of its own for every request.
 //!
 //! HTTP/2 connections are served from start to end by the h2 crate (`server/h2.rs`):
 //! their state (HPACK tables, flow-control windows, settings) cannot be dropped and
@@ -56,8 +60,8 @@ const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 pub(crate) struct Protocols {
     pub http1: http1::Builder,
     pub http2: H2Settings,
-    /// How long a connection may wait for a request (hyper's header read timeout on
-    /// HTTP/1, applied here while a connection is parked).
+    /// How long a connection may wait for a request, and an HTTP/1 request head take
+    /// to arrive whole (`client_idle`; see [`Client::poll_read`]).
     pub idle: Duration,
 }
 
@@ -66,8 +70,10 @@ impl Protocols {
         let header_limit = config.limits.max_request_header.0 as usize;
         let idle = config.timeouts.client_idle.0;
         let mut h1 = http1::Builder::new();
+        // The head's deadline is kept by `Client`, with the one timer it reuses: hyper's
+        // own allocated, registered and dropped a timer for every request.
         h1.timer(TokioTimer::new())
-            .header_read_timeout(idle)
+            .header_read_timeout(None)
             .keep_alive(true)
             // Requests over our own limit get a 431 with a reason from the service;
             // hyper's own buffer limit (a bare 431) is only reached far beyond it.
@@ -100,8 +106,9 @@ pub(crate) async fn serve(
         unflushed: false,
         parked: false,
         may_park: false,
-        park_timer: None,
-        park_armed: false,
+        timer: None,
+        armed: Armed::No,
+        idle: protocols.idle,
         interim: conn.interim.clone(),
     };
     // Nothing is allocated for HTTP until the client sends. Not a wait for readability:
@@ -181,8 +188,8 @@ pub(crate) async fn serve(
             return;
         }
         client.parked = false;
-        client.park_timer = None;
-        client.park_armed = false;
+        client.timer = None;
+        client.armed = Armed::No;
         // A copy: hyper's leftover is a view of its whole read buffer, and would keep it.
         client.prefix = Bytes::copy_from_slice(&read_buf);
         drop(read_buf);
@@ -207,11 +214,11 @@ struct Client {
     parked: bool,
     /// HTTP/1: may be parked between requests.
     may_park: bool,
-    /// Runs while the connection waits with hyper's state kept; allocated once per
-    /// segment.
-    park_timer: Option<Pin<Box<Sleep>>>,
-    /// `park_timer` runs for the current wait.
-    park_armed: bool,
+    /// The connection's one timer, for what `armed` says; allocated once per segment.
+    timer: Option<Pin<Box<Sleep>>>,
+    armed: Armed,
+    /// `client_idle`: the longest a request head may take.
+    idle: Duration,
     /// 1xx responses from the origin, written ahead of hyper's output.
     interim: Interim,
 }
@@ -275,6 +282,41 @@ impl Client {
     }
 }
 
+/// What a connection's timer runs for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Armed {
+    No,
+    /// The current wait for a request, with hyper's state kept: the connection is
+    /// parked when it ends.
+    Park,
+    /// The current request head, or a wait for one while the connection cannot park:
+    /// the connection ends when it ends (`client_idle`, against slow or stalled heads).
+    Head,
+}
+
+impl Client {
+    /// Runs the timer for `armed` from now, unless it already runs for it; whether it
+    /// has ended.
+    fn timer_ended(&mut self, cx: &mut Context<'_>, armed: Armed) -> bool {
+        if self.armed != armed {
+            // The wait begins now; later polls (the timer's own wake-up among them)
+            // must not push the deadline back.
+            self.armed = armed;
+            let after = match armed {
+                Armed::Park => PARK_AFTER,
+                _ => self.idle,
+            };
+            let deadline = tokio::time::Instant::now() + after;
+            match &mut self.timer {
+                Some(t) => t.as_mut().reset(deadline),
+                None => self.timer = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            }
+        }
+        let timer = self.timer.as_mut().expect("armed above");
+        timer.as_mut().poll(cx).is_ready()
+    }
+}
+
 impl AsyncRead for Client {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -290,27 +332,25 @@ impl AsyncRead for Client {
         }
         let r = Pin::new(&mut this.io).poll_read(cx, buf);
         if !r.is_pending() {
-            this.park_armed = false;
-        } else if this.can_park() {
-            if !this.park_armed {
-                // The wait begins now; later polls (the timer's own wake-up among them)
-                // must not push the deadline back.
-                this.park_armed = true;
-                let deadline = tokio::time::Instant::now() + PARK_AFTER;
-                match &mut this.park_timer {
-                    Some(t) => t.as_mut().reset(deadline),
-                    None => {
-                        this.park_timer = Some(Box::pin(tokio::time::sleep_until(deadline)));
-                    }
-                }
+            // A head's deadline holds until the head is whole, however it trickles in.
+            let partial_head = this.io.reading_head() && !this.io.between_requests();
+            if this.armed == Armed::Park || !partial_head {
+                this.armed = Armed::No;
             }
-            let timer = this.park_timer.as_mut().expect("armed above");
-            if timer.as_mut().poll(cx).is_ready() {
+            return r;
+        }
+        if this.can_park() {
+            if this.timer_ended(cx, Armed::Park) {
                 // hyper takes an end of stream between two requests for the client's
                 // clean close, and gives the stream back.
                 this.parked = true;
                 return Poll::Ready(Ok(()));
             }
+        } else if this.may_park && this.io.reading_head() && this.timer_ended(cx, Armed::Head) {
+            return Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no whole request head within client_idle",
+            )));
         }
         r
     }
@@ -323,7 +363,9 @@ impl AsyncWrite for Client {
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         self.unflushed = true;
-        self.park_armed = false;
+        if self.armed == Armed::Park {
+            self.armed = Armed::No;
+        }
         std::task::ready!(self.poll_write_interim(cx))?;
         Pin::new(&mut self.io).poll_write(cx, data)
     }
@@ -334,7 +376,9 @@ impl AsyncWrite for Client {
         bufs: &[IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         self.unflushed = true;
-        self.park_armed = false;
+        if self.armed == Armed::Park {
+            self.armed = Armed::No;
+        }
         std::task::ready!(self.poll_write_interim(cx))?;
         Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
     }
