@@ -65,29 +65,29 @@ pub fn directive<'a>(headers: &'a HeaderMap, name: &str) -> Option<Cow<'a, str>>
 
 /// The directives of one field line.
 pub struct Directives<'a> {
-    rest: &'a [u8],
+    /// Text, so that names and arguments are slices of it with no check of their UTF-8
+    /// (they are cut after ASCII bytes only).
+    rest: &'a str,
 }
 
 impl<'a> Directives<'a> {
     /// The directives of one `Cache-Control` line (a value that is not visible ASCII
     /// has none).
     pub fn of(value: &'a HeaderValue) -> Directives<'a> {
-        let rest = value.to_str().map(str::as_bytes).unwrap_or(b"");
+        let rest = value.to_str().unwrap_or("");
         Directives { rest }
     }
 
     /// The directives of a field value given as text.
     pub fn of_str(value: &'a str) -> Directives<'a> {
-        Directives {
-            rest: value.as_bytes(),
-        }
+        Directives { rest: value }
     }
 
     /// Skips to just after the next comma outside a quoted string.
     fn skip_element(&mut self) {
         let mut quoted = false;
         let mut escaped = false;
-        for (i, &b) in self.rest.iter().enumerate() {
+        for (i, &b) in self.rest.as_bytes().iter().enumerate() {
             if escaped {
                 escaped = false;
             } else if quoted && b == b'\\' {
@@ -99,7 +99,7 @@ impl<'a> Directives<'a> {
                 return;
             }
         }
-        self.rest = b"";
+        self.rest = "";
     }
 }
 
@@ -112,18 +112,18 @@ impl<'a> Iterator for Directives<'a> {
             if self.rest.is_empty() {
                 return None;
             }
-            if self.rest[0] == b',' {
+            if self.rest.as_bytes()[0] == b',' {
                 self.rest = &self.rest[1..];
                 continue;
             }
-            let name_len = self.rest.iter().take_while(|&&b| is_tchar(b)).count();
+            let name_len = token_len(self.rest);
             if name_len == 0 {
                 self.skip_element();
                 continue;
             }
-            let name = Cow::Borrowed(ascii(&self.rest[..name_len]));
+            let name = Cow::Borrowed(&self.rest[..name_len]);
             self.rest = trim_start(&self.rest[name_len..]);
-            let argument = if self.rest.first() == Some(&b'=') {
+            let argument = if self.rest.as_bytes().first() == Some(&b'=') {
                 self.rest = trim_start(&self.rest[1..]);
                 match self.argument() {
                     Some(a) => Some(a),
@@ -137,7 +137,7 @@ impl<'a> Iterator for Directives<'a> {
             };
             // What follows must end the element; anything else makes it unreadable.
             self.rest = trim_start(self.rest);
-            match self.rest.first() {
+            match self.rest.as_bytes().first() {
                 None => {}
                 Some(b',') => self.rest = &self.rest[1..],
                 Some(_) => {
@@ -153,22 +153,23 @@ impl<'a> Iterator for Directives<'a> {
 impl<'a> Directives<'a> {
     /// A token or a quoted string at the start of `rest`, consumed.
     fn argument(&mut self) -> Option<Cow<'a, str>> {
-        if self.rest.first() == Some(&b'"') {
+        if self.rest.as_bytes().first() == Some(&b'"') {
             let body = &self.rest[1..];
             let mut unescaped: Option<Vec<u8>> = None;
             let mut i = 0;
-            while i < body.len() {
-                match body[i] {
+            let bytes = body.as_bytes();
+            while i < bytes.len() {
+                match bytes[i] {
                     b'"' => {
                         self.rest = &body[i + 1..];
                         return Some(match unescaped {
                             Some(v) => Cow::Owned(String::from_utf8(v).ok()?),
-                            None => Cow::Borrowed(ascii(&body[..i])),
+                            None => Cow::Borrowed(&body[..i]),
                         });
                     }
-                    b'\\' if i + 1 < body.len() => {
-                        let v = unescaped.get_or_insert_with(|| body[..i].to_vec());
-                        v.push(body[i + 1]);
+                    b'\\' if i + 1 < bytes.len() => {
+                        let v = unescaped.get_or_insert_with(|| bytes[..i].to_vec());
+                        v.push(bytes[i + 1]);
                         i += 2;
                     }
                     b => {
@@ -181,11 +182,11 @@ impl<'a> Directives<'a> {
             }
             None
         } else {
-            let len = self.rest.iter().take_while(|&&b| is_tchar(b)).count();
+            let len = token_len(self.rest);
             if len == 0 {
                 return None;
             }
-            let token = ascii(&self.rest[..len]);
+            let token = &self.rest[..len];
             self.rest = &self.rest[len..];
             Some(Cow::Borrowed(token))
         }
@@ -215,22 +216,54 @@ pub fn field_names(argument: &str) -> Vec<String> {
         .collect()
 }
 
-fn trim_start(mut s: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = s {
-        s = rest;
-    }
-    s
+fn trim_start(s: &str) -> &str {
+    let blanks = s
+        .as_bytes()
+        .iter()
+        .take_while(|&&b| b == b' ' || b == b'\t')
+        .count();
+    &s[blanks..]
+}
+
+/// Length of the token `s` starts with (ASCII bytes: the rest of `s` begins on a
+/// character boundary).
+fn token_len(s: &str) -> usize {
+    s.as_bytes().iter().take_while(|&&b| is_tchar(b)).count()
 }
 
 /// RFC 9110 §5.6.2 token characters.
 fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    TCHAR[b as usize]
 }
 
-/// The bytes came from a `&str` and the slice ends on ASCII boundaries.
-fn ascii(b: &[u8]) -> &str {
-    std::str::from_utf8(b).unwrap_or("")
-}
+/// [`is_tchar`] as a table: the directives of every response are read on a miss.
+const TCHAR: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        table[i] = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        i += 1;
+    }
+    table
+};
 
 #[cfg(test)]
 #[path = "cache_control_tests.rs"]

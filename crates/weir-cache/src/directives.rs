@@ -73,17 +73,17 @@ impl ResponseDirectives {
             };
             let arg = d.argument();
             match name {
-                "max-age" => r.max_age = r.seconds(arg),
-                "s-maxage" => r.s_maxage = r.seconds(arg),
-                "no-store" => r.no_store = true,
-                "no-cache" => r.no_cache = FieldScope::read(arg),
-                "private" => r.private = FieldScope::read(arg),
-                "public" => r.public = true,
-                "must-revalidate" => r.must_revalidate = true,
-                "proxy-revalidate" => r.proxy_revalidate = true,
-                "must-understand" => r.must_understand = true,
-                "stale-while-revalidate" => r.stale_while_revalidate = window(arg),
-                "stale-if-error" => r.stale_if_error = window(arg),
+                Known::MaxAge => r.max_age = r.seconds(arg),
+                Known::SMaxage => r.s_maxage = r.seconds(arg),
+                Known::NoStore => r.no_store = true,
+                Known::NoCache => r.no_cache = FieldScope::read(arg),
+                Known::Private => r.private = FieldScope::read(arg),
+                Known::Public => r.public = true,
+                Known::MustRevalidate => r.must_revalidate = true,
+                Known::ProxyRevalidate => r.proxy_revalidate = true,
+                Known::MustUnderstand => r.must_understand = true,
+                Known::StaleWhileRevalidate => r.stale_while_revalidate = window(arg),
+                Known::StaleIfError => r.stale_if_error = window(arg),
                 _ => {}
             }
         }
@@ -135,13 +135,13 @@ impl RequestDirectives {
             };
             let arg = d.argument();
             match name {
-                "max-age" => r.max_age = window(arg),
-                "min-fresh" => r.min_fresh = window(arg),
-                "max-stale" => r.max_stale = Some(window(arg)),
-                "no-cache" => r.no_cache = true,
-                "no-store" => r.no_store = true,
-                "only-if-cached" => r.only_if_cached = true,
-                "stale-if-error" => r.stale_if_error = window(arg),
+                Known::MaxAge => r.max_age = window(arg),
+                Known::MinFresh => r.min_fresh = window(arg),
+                Known::MaxStale => r.max_stale = Some(window(arg)),
+                Known::NoCache => r.no_cache = true,
+                Known::NoStore => r.no_store = true,
+                Known::OnlyIfCached => r.only_if_cached = true,
+                Known::StaleIfError => r.stale_if_error = window(arg),
                 _ => {}
             }
         }
@@ -161,23 +161,43 @@ fn window(argument: Option<&str>) -> Option<Duration> {
     argument.and_then(delta_seconds).map(Duration::from_secs)
 }
 
-/// The directives Weir reads, in lower case.
-const KNOWN: [&str; 15] = [
-    "max-age",
-    "s-maxage",
-    "no-store",
-    "no-cache",
-    "private",
-    "public",
-    "must-revalidate",
-    "proxy-revalidate",
-    "must-understand",
-    "stale-while-revalidate",
-    "stale-if-error",
-    "min-fresh",
-    "max-stale",
-    "only-if-cached",
-    "immutable",
+/// The directives Weir reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Known {
+    MaxAge,
+    SMaxage,
+    NoStore,
+    NoCache,
+    Private,
+    Public,
+    MustRevalidate,
+    ProxyRevalidate,
+    MustUnderstand,
+    StaleWhileRevalidate,
+    StaleIfError,
+    MinFresh,
+    MaxStale,
+    OnlyIfCached,
+    Immutable,
+}
+
+/// Their names, in lower case.
+const KNOWN: [(&str, Known); 15] = [
+    ("max-age", Known::MaxAge),
+    ("s-maxage", Known::SMaxage),
+    ("no-store", Known::NoStore),
+    ("no-cache", Known::NoCache),
+    ("private", Known::Private),
+    ("public", Known::Public),
+    ("must-revalidate", Known::MustRevalidate),
+    ("proxy-revalidate", Known::ProxyRevalidate),
+    ("must-understand", Known::MustUnderstand),
+    ("stale-while-revalidate", Known::StaleWhileRevalidate),
+    ("stale-if-error", Known::StaleIfError),
+    ("min-fresh", Known::MinFresh),
+    ("max-stale", Known::MaxStale),
+    ("only-if-cached", Known::OnlyIfCached),
+    ("immutable", Known::Immutable),
 ];
 
 /// Which known directives were already read: a bit each, so reading allocates nothing.
@@ -185,16 +205,17 @@ const KNOWN: [&str; 15] = [
 struct Seen(u32);
 
 impl Seen {
-    /// The known name `name` stands for (in any case) if this is its first occurrence;
-    /// `None` for a repeat or a directive Weir does not read.
-    fn first(&mut self, name: &str) -> Option<&'static str> {
-        let i = KNOWN.iter().position(|k| k.eq_ignore_ascii_case(name))?;
-        let bit = 1 << i;
+    /// The known directive `name` is (in any case) if this is its first occurrence;
+    /// `None` for a repeat or a directive Weir does not read. Returned as a `Known`,
+    /// so that the caller's `match` compares no text again.
+    fn first(&mut self, name: &str) -> Option<Known> {
+        let &(_, known) = KNOWN.iter().find(|(k, _)| k.eq_ignore_ascii_case(name))?;
+        let bit = 1 << known as u32;
         if self.0 & bit != 0 {
             return None;
         }
         self.0 |= bit;
-        Some(KNOWN[i])
+        Some(known)
     }
 }
 

@@ -163,15 +163,21 @@ pub(crate) fn ambiguous_framing(headers: &HeaderMap) -> bool {
 
 /// The request's declared body length, when it has a valid Content-Length.
 pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .split(',')
-        .next()?
-        .trim()
-        .parse()
-        .ok()
+    let value = headers.get(header::CONTENT_LENGTH)?;
+    // The usual form, a few digits, read without the general path's UTF-8 and
+    // whitespace handling (read twice on every miss).
+    let bytes = value.as_bytes();
+    if (1..=18).contains(&bytes.len()) && bytes.iter().all(u8::is_ascii_digit) {
+        return Some(bytes.iter().fold(0, |n, &d| n * 10 + u64::from(d - b'0')));
+    }
+    let text = value.to_str().ok()?;
+    // The first of a list (`5, 5`), found with a byte loop: a `split` searched for the
+    // comma with a pattern searcher, twice the cost for the usual few digits.
+    let first = match text.bytes().position(|b| b == b',') {
+        Some(comma) => &text[..comma],
+        None => text,
+    };
+    first.trim().parse().ok()
 }
 
 /// The most header fields a request may carry, as Apache's `LimitRequestFields` bounds
@@ -234,6 +240,27 @@ impl FieldScan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_length_reads_digits_lists_and_refuses_the_rest() {
+        let length = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from_static(v));
+            content_length(&h)
+        };
+        assert_eq!(length("0"), Some(0));
+        assert_eq!(length("1024"), Some(1024));
+        assert_eq!(length("999999999999999999"), Some(999_999_999_999_999_999));
+        // Past the short path: the general one, as far as a u64 goes.
+        assert_eq!(length("18446744073709551615"), Some(u64::MAX));
+        assert_eq!(length("18446744073709551616"), None);
+        assert_eq!(length("5, 5"), Some(5));
+        assert_eq!(length(" 7 "), Some(7));
+        assert_eq!(length(""), None);
+        assert_eq!(length("12a"), None);
+        assert_eq!(length("-1"), None);
+        assert_eq!(content_length(&HeaderMap::new()), None);
+    }
 
     #[test]
     fn one_pass_finds_what_the_lookups_found() {
