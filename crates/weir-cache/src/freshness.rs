@@ -297,15 +297,19 @@ fn http_date(headers: &HeaderMap, name: HeaderName) -> Option<Option<SystemTime>
 /// A request's directives; `Pragma: no-cache` counts as `no-cache` when the request has
 /// no `Cache-Control` (RFC 9111 §5.4).
 pub fn request_directives(headers: &HeaderMap) -> RequestDirectives {
-    let mut r = RequestDirectives::read(directives(headers));
-    if !headers.contains_key(header::CACHE_CONTROL) {
-        r.no_cache = headers
+    // One lookup of `Cache-Control` tells both whether there is one and what it says.
+    let mut lines = headers.get_all(header::CACHE_CONTROL).iter().peekable();
+    if lines.peek().is_some() {
+        return RequestDirectives::read(lines.flat_map(Directives::of));
+    }
+    RequestDirectives {
+        no_cache: headers
             .get_all(header::PRAGMA)
             .iter()
             .flat_map(Directives::of)
-            .any(|d| d.is("no-cache"));
+            .any(|d| d.is("no-cache")),
+        ..RequestDirectives::default()
     }
-    r
 }
 
 /// May a stored copy of this `age` with this `lifetime` answer a request with these
