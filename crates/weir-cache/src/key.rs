@@ -150,12 +150,18 @@ impl CacheKey {
     /// Whether this URL key carries a module's variant. (Only for keys given to
     /// `Cache::store`, never Vary variant keys, whose values may start with `~`.)
     pub(crate) fn has_module_variant(&self) -> bool {
-        self.text.contains("\0~")
+        let text = self.text.as_bytes();
+        memchr::memchr_iter(0, text).any(|at| text.get(at + 1) == Some(&b'~'))
     }
 
     /// The URL part of the key (without variant values).
     pub fn url(&self) -> &str {
-        self.text.split('\0').next().unwrap_or("")
+        // memchr's vector search: a miss asks for the URL several times, and a `split`
+        // searched the key a byte at a time behind a pattern searcher.
+        match memchr::memchr(0, self.text.as_bytes()) {
+            Some(end) => &self.text[..end],
+            None => &self.text,
+        }
     }
 
     /// The whole key as stored (variant values separated by NUL).
@@ -235,6 +241,23 @@ mod tests {
         assert_eq!(map.get(&same), Some(&7));
         assert_eq!(map.get(&back), None);
         assert_eq!(map.get(&CacheKey::for_url("http", "h", "/999")), Some(&999));
+    }
+
+    #[test]
+    fn the_url_part_and_the_module_variant_are_found_in_every_kind_of_key() {
+        let url = CacheKey::for_url("http", "h", "/a");
+        assert_eq!(url.url(), "http://h/a");
+        assert!(!url.has_module_variant());
+        let module = url.with_module_variant("gzip");
+        assert_eq!(module.url(), "http://h/a");
+        assert!(module.has_module_variant());
+        let vary = [http::header::ACCEPT_ENCODING];
+        let mut h = http::HeaderMap::new();
+        h.insert(http::header::ACCEPT_ENCODING, "br".parse().unwrap());
+        let varied = url.variant(&vary, &h);
+        assert_eq!(varied.url(), "http://h/a");
+        assert!(!varied.has_module_variant());
+        assert!(module.variant(&vary, &h).has_module_variant());
     }
 
     #[test]
