@@ -4,6 +4,7 @@
 //! A flight's readers are made here too ([`Flight::reader`]), above the flight they
 //! read, so the flight itself knows nothing of them.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -37,7 +38,7 @@ impl<H: Clone> Flight<H> {
     /// A reader from the first chunk, unless the flight no longer keeps its start.
     pub(super) fn reader(self: &Arc<Self>) -> Option<FlightReader<H>> {
         let mut s = lock(&self.state);
-        if !s.retain || s.abandoned || s.end == Some(false) {
+        if !s.retain || self.is_abandoned() || s.end == Some(false) {
             return None;
         }
         let id = s.next_reader;
@@ -142,7 +143,7 @@ impl<H> Drop for FlightReader<H> {
         let mut s = lock(&self.flight.state);
         s.readers.retain(|r| r.id != self.id);
         if s.readers.is_empty() && s.end.is_none() {
-            s.abandoned = true;
+            self.flight.abandoned.store(true, Ordering::Release);
         }
         trim(&mut s);
         drop(s);
