@@ -73,8 +73,13 @@ pub(super) async fn checkout(
     origin: &Arc<Origin>,
 ) -> Result<(PooledConn, bool), UpstreamError> {
     let pool = &origin.h1;
-    let deadline = Instant::now() + up.response_timeout;
     let here = crate::worker::current();
+    // The usual case first, with no deadline and no place among the waiters; the loop
+    // registers before it looks again, so a connection released meanwhile is not missed.
+    if let Some(reused) = reuse(up, origin, here, Near::Only) {
+        return Ok((reused, true));
+    }
+    let deadline = Instant::now() + up.response_timeout;
     loop {
         let notified = pool.available.notified();
         tokio::pin!(notified);
