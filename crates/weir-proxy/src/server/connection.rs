@@ -274,6 +274,13 @@ impl Client {
         })
     }
 
+    /// hyper waits for (the rest of) a request head: no transaction's response is
+    /// being written. (While one is, hyper reads only to see whether the client closed,
+    /// and a long download must not be cut.)
+    fn waits_for_head(&self) -> bool {
+        self.may_park && self.busy.load(Ordering::Acquire) == 0 && self.io.reading_head()
+    }
+
     fn can_park(&self) -> bool {
         self.may_park
             && !self.unflushed
@@ -289,8 +296,9 @@ enum Armed {
     /// The current wait for a request, with hyper's state kept: the connection is
     /// parked when it ends.
     Park,
-    /// The current request head, or a wait for one while the connection cannot park:
-    /// the connection ends when it ends (`client_idle`, against slow or stalled heads).
+    /// The current request head, or a wait for one while the connection cannot park
+    /// (a response not flushed yet): the connection ends when it ends (`client_idle`,
+    /// against slow or stalled heads).
     Head,
 }
 
@@ -346,7 +354,7 @@ impl AsyncRead for Client {
                 this.parked = true;
                 return Poll::Ready(Ok(()));
             }
-        } else if this.may_park && this.io.reading_head() && this.timer_ended(cx, Armed::Head) {
+        } else if this.waits_for_head() && this.timer_ended(cx, Armed::Head) {
             return Poll::Ready(Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 "no whole request head within client_idle",

@@ -244,6 +244,31 @@ fn request_heads_that_never_complete_are_closed_after_client_idle() {
     assert_eq!(origin.count("/slow"), 0);
 }
 
+/// `client_idle` bounds requests, not answers: a response that takes longer than it to
+/// send is sent whole, and the connection then takes the next request.
+#[test]
+fn a_response_longer_than_client_idle_is_not_cut() {
+    let origin = TestOrigin::start();
+    // Four chunks 300 ms apart: 1.2 s, over client_idle = 500ms.
+    origin.route(
+        "/long",
+        Reply::stream(4 * 65536)
+            .chunk_delay(Duration::from_millis(300))
+            .cc("no-store"),
+    );
+    origin.route("/next", Reply::ok("next").cc("no-store"));
+    let proxy = Proxy::builder()
+        .forward()
+        .option("timeouts", "client_idle", "500ms")
+        .start();
+    let mut conn = RawConn::connect(proxy.forward_addr());
+    conn.send(&absolute("GET", &origin, "/long", ""));
+    let long = conn.read_final(false).expect("the whole slow response");
+    assert_eq!(long.body.len(), 4 * 65536);
+    conn.send(&absolute("GET", &origin, "/next", ""));
+    assert_eq!(conn.read_final(false).unwrap().text(), "next");
+}
+
 /// An HTTP/1.0 request for `path` asking to keep the connection with `field`.
 fn http10(origin: &TestOrigin, path: &str, field: &str) -> Vec<u8> {
     format!(
