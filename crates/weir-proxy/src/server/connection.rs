@@ -401,6 +401,13 @@ impl AsyncWrite for Client {
         if let Poll::Ready(Ok(())) = r {
             // hyper flushes the stream only once its own buffer is empty.
             self.unflushed = false;
+            // hyper looks for the next request before it flushes the last response,
+            // and may not read again until bytes come: the wait that may end in parking
+            // begins now. (With hyper's header timer on, the task was polled again after
+            // the flush; without it, nothing but the client's bytes would poll it.)
+            if self.can_park() && self.timer_ended(cx, Armed::Park) {
+                cx.waker().wake_by_ref();
+            }
         }
         r
     }
