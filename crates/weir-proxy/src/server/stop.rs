@@ -89,40 +89,50 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_stop_sent_while_the_work_waits_shuts_it_down() {
+    /// `until_stop` on work only a stop can end, in a task of its own, once the task
+    /// waits; the sender stays with the caller.
+    async fn waiting() -> (
+        watch::Sender<bool>,
+        tokio::task::JoinHandle<(&'static str, bool)>,
+    ) {
         let (tx, mut rx) = watch::channel(false);
         let mut work = Work { shut_down: false };
         let waiting = tokio::spawn(async move {
             until_stop(&mut work, &mut rx, false, |w| w.shut_down = true).await
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
+        (tx, waiting)
+    }
+
+    /// What the task ended with, at most five seconds on.
+    async fn ended(
+        waiting: tokio::task::JoinHandle<(&'static str, bool)>,
+        why: &str,
+    ) -> (&'static str, bool) {
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .unwrap_or_else(|_| panic!("{why}"))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_stop_sent_while_the_work_waits_shuts_it_down() {
+        let (tx, waiting) = waiting().await;
         // A send that is not a stop changes nothing.
         tx.send(false).unwrap();
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!waiting.is_finished(), "a send of `false` is no stop");
         tx.send(true).unwrap();
-        let (output, stopped) = tokio::time::timeout(Duration::from_secs(5), waiting)
-            .await
-            .expect("the stop woke the work")
-            .unwrap();
-        assert_eq!((output, stopped), ("shut down", true));
+        let ended = ended(waiting, "the stop woke the work").await;
+        assert_eq!(ended, ("shut down", true));
     }
 
     #[tokio::test]
     async fn the_channel_gone_counts_as_a_stop() {
-        let (tx, mut rx) = watch::channel(false);
-        let mut work = Work { shut_down: false };
-        let waiting = tokio::spawn(async move {
-            until_stop(&mut work, &mut rx, false, |w| w.shut_down = true).await
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let (tx, waiting) = waiting().await;
         drop(tx);
-        let (_, stopped) = tokio::time::timeout(Duration::from_secs(5), waiting)
-            .await
-            .expect("the closed channel woke the work")
-            .unwrap();
-        assert!(stopped);
+        let ended = ended(waiting, "the closed channel woke the work").await;
+        assert_eq!(ended, ("shut down", true));
     }
 
     #[tokio::test]
