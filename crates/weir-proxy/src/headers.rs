@@ -170,14 +170,8 @@ pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
     if (1..=18).contains(&bytes.len()) && bytes.iter().all(u8::is_ascii_digit) {
         return Some(bytes.iter().fold(0, |n, &d| n * 10 + u64::from(d - b'0')));
     }
-    let text = value.to_str().ok()?;
-    // The first of a list (`5, 5`), found with a byte loop: a `split` searched for the
-    // comma with a pattern searcher, twice the cost for the usual few digits.
-    let first = match text.bytes().position(|b| b == b',') {
-        Some(comma) => &text[..comma],
-        None => text,
-    };
-    first.trim().parse().ok()
+    // Anything else, a list (`5, 5`) among them: its first element.
+    value.to_str().ok()?.split(',').next()?.trim().parse().ok()
 }
 
 /// The most header fields a request may carry, as Apache's `LimitRequestFields` bounds

@@ -274,6 +274,15 @@ impl Client {
         })
     }
 
+    /// hyper writes: what it writes is not flushed yet, and a wait to park begins again
+    /// after it.
+    fn writes(&mut self) {
+        self.unflushed = true;
+        if self.armed == Armed::Park {
+            self.armed = Armed::No;
+        }
+    }
+
     /// hyper waits for (the rest of) a request head: no transaction's response is
     /// being written. (While one is, hyper reads only to see whether the client closed,
     /// and a long download must not be cut.)
@@ -370,10 +379,7 @@ impl AsyncWrite for Client {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        self.unflushed = true;
-        if self.armed == Armed::Park {
-            self.armed = Armed::No;
-        }
+        self.writes();
         std::task::ready!(self.poll_write_interim(cx))?;
         Pin::new(&mut self.io).poll_write(cx, data)
     }
@@ -383,10 +389,7 @@ impl AsyncWrite for Client {
         cx: &mut Context<'_>,
         bufs: &[IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        self.unflushed = true;
-        if self.armed == Armed::Park {
-            self.armed = Armed::No;
-        }
+        self.writes();
         std::task::ready!(self.poll_write_interim(cx))?;
         Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
     }
