@@ -46,6 +46,8 @@
 # out. The counts are lower than one at a time; compare rungs of the same setting.
 # PROFILES=DIR keeps callgrind's output of each run there (callgrind.RUNG.SIZE.N),
 # to read with callgrind_annotate.
+# CALLGRIND_OPTS adds options to callgrind's (for example --dump-instr=yes, to read
+# the costs instruction by instruction).
 # BIN=path/to/weir counts another build of the normal binary (with BUILD=0), for
 # example one kept from before a change.
 # Needs valgrind and python3 (installed with apt-get when missing; rung h also
@@ -201,7 +203,8 @@ instructions() {
     local out="$TMP/callgrind.$rung.$size.$n"
     # Its stdout away from the command substitution this runs in, which would otherwise
     # wait for it to close even after the function has failed.
-    WEIR_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
+    # shellcheck disable=SC2086 # CALLGRIND_OPTS is a list of options
+    WEIR_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" ${CALLGRIND_OPTS:-} \
         "$bin" run --config "$TMP/$rung.toml" >/dev/null 2>"$TMP/valgrind.$rung.log" &
     local pid=$!
     for _ in $(seq 300); do

@@ -167,14 +167,16 @@ pub(crate) async fn serve(
         // Boxed where it is awaited (here and below): its state is several KiB, and
         // inline it would make every request's future that much larger, copied
         // whole when the future is created, on hits too.
-        return Box::pin(forward_hooked(
-            engine,
-            txn,
-            &target,
-            req,
-            CacheOutcome::Miss,
-            HeaderValue::from_static("weir; fwd=miss"),
-        ))
+        return crate::boxed::in_place(|| {
+            forward_hooked(
+                engine,
+                txn,
+                &target,
+                req,
+                CacheOutcome::Miss,
+                HeaderValue::from_static("weir; fwd=miss"),
+            )
+        })
         .await;
     }
     let recheck = || match engine.cache.lookup(&key, &parts, SystemTime::now()) {
@@ -223,14 +225,9 @@ pub(crate) async fn serve(
                 let mut req = upstream_request(&parts, &target, RequestBody::Empty, false);
                 relay_interim(&target, &mut req);
                 let cache_status = HeaderValue::from_static(unusable.unwrap_or("weir; fwd=miss"));
-                Box::pin(forward_hooked(
-                    engine,
-                    txn,
-                    &target,
-                    req,
-                    CacheOutcome::Miss,
-                    cache_status,
-                ))
+                crate::boxed::in_place(|| {
+                    forward_hooked(engine, txn, &target, req, CacheOutcome::Miss, cache_status)
+                })
                 .await
             }
         }

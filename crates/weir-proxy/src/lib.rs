@@ -8,6 +8,7 @@
 pub mod access_log;
 mod admin;
 mod body;
+mod boxed;
 mod cached;
 mod callout;
 mod cluster;

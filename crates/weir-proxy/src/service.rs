@@ -282,14 +282,16 @@ fn transact<'a>(
         let mut upstream_req = upstream_request(&parts, &target, body, false);
         relay_interim(&target, &mut upstream_req);
         // Boxed, as in `cached::serve`: kept out of every request's future.
-        let mut served = Box::pin(forward_hooked(
-            engine,
-            txn,
-            &target,
-            upstream_req,
-            CacheOutcome::Bypass,
-            cache_status,
-        ))
+        let mut served = crate::boxed::in_place(|| {
+            forward_hooked(
+                engine,
+                txn,
+                &target,
+                upstream_req,
+                CacheOutcome::Bypass,
+                cache_status,
+            )
+        })
         .await?;
         if unsafe_method
             && (served.response.status().is_success() || served.response.status().is_redirection())

@@ -15,11 +15,10 @@ use crate::engine::Engine;
 use crate::error::ProxyError;
 use crate::flight::{FetchedHead, FlightHead, FlightOutcome, ProxyErrorParts};
 use crate::forward::{upstream_error, without_validators};
-use crate::headers;
-use crate::hooks;
 use crate::metrics::{CacheOutcome, ErrorKind};
 use crate::modules::txn::ModTxn;
 use crate::upstream::OriginAddr;
+use crate::{headers, hooks};
 use weir_api::{Event, Reply};
 
 /// One origin fetch feeding a flight.
@@ -254,7 +253,8 @@ impl Fetch {
                         }
                         Some(Ok(read.data))
                     }
-                    None if body_read => None,
+                    // Ended once its declared length is in: not polled again to learn so.
+                    None if body_read || body.is_end_stream() => None,
                     None => tokio::select! {
                         c = body.next_chunk() => c,
                         _ = self.flight.abandoned() => return self.end(false),

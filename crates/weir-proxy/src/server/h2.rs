@@ -100,7 +100,8 @@ pub(super) async fn serve<T>(
                     // Boxed before it is spawned: a stream's future is over a KiB, and
                     // spawning moves it whole several times (about 2,000 instructions
                     // of copying per request, as callgrind counts them).
-                    let answered = Box::pin(stream(conn.clone(), req, respond));
+                    let answered =
+                        crate::boxed::in_place(|| stream(conn.clone(), req, respond));
                     tokio::spawn(async move {
                         answered.await;
                         drop(counted);
@@ -192,11 +193,13 @@ async fn stream(
         (ClientStream::Http2(H2Body::new(recv, length)), None)
     };
     // Boxed, as on HTTP/1: the transaction's future is several KiB.
-    let mut handled = Box::pin(crate::service::handle(
-        conn,
-        Request::from_parts(parts, body),
-        Some(interim.clone()),
-    ));
+    let mut handled = crate::boxed::in_place(|| {
+        crate::service::handle(
+            conn,
+            Request::from_parts(parts, body),
+            Some(interim.clone()),
+        )
+    });
     let waker = poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
     let waiting = interim.wait_for_final(waker);
     let answered = poll_fn(|cx| {

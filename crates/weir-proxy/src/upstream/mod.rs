@@ -183,8 +183,8 @@ impl Upstream {
         // reused HTTP/1.1 connection are boxed so that it stays small.
         match origin.dispatch() {
             Dispatch::Http1 => self.send_h1(&origin, None, request).await,
-            Dispatch::Http2 => Box::pin(self.send_h2(&origin, request)).await,
-            Dispatch::Probe => Box::pin(self.send_probed(&origin, request)).await,
+            Dispatch::Http2 => crate::boxed::in_place(|| self.send_h2(&origin, request)).await,
+            Dispatch::Probe => crate::boxed::in_place(|| self.send_probed(&origin, request)).await,
         }
     }
 
