@@ -37,9 +37,10 @@ pub(super) struct Fetch {
 }
 
 impl Fetch {
-    // An `async` block, not an `async fn` (which keeps its arguments twice): see "The
-    // size of a transaction's futures" in docs/architecture.md.
+    // An `async` block (an `async fn` keeps its arguments twice), out of line so that it
+    // is made in its box: "The size of a transaction's futures", docs/architecture.md.
     #[allow(clippy::manual_async_fn)]
+    #[inline(never)]
     pub(super) fn run(
         mut self,
         req: http::Request<RequestBody>,
@@ -305,9 +306,8 @@ impl Fetch {
                                 storing = false;
                                 self.stop_sharing();
                             } else if declared == Some(keeper.received()) {
-                                // Stored now, not at the end of the stream: a client that
-                                // has read the last byte may leave first, and a flight
-                                // whose clients all left stops before its end.
+                                // Stored now, not at the stream's end: a client that has
+                                // read the last byte may leave, and then the flight stops.
                                 let body = keeper.finish(&self.flight, None).await;
                                 self.store(&mut head, &fetched, body);
                                 storing = false;
