@@ -41,18 +41,22 @@ pub(crate) fn copy_headers(from: &HeaderMap, keep: impl Fn(&HeaderName) -> bool)
     out
 }
 
-/// Bytes a header map keeps on the heap, roughly: its table and its values.
+/// Bytes a header map kept by the cache holds on the heap, roughly: its fields, its
+/// index table and its values. The map is a clone ([`copy_headers`]), whose fields take
+/// exactly their number of slots, while its index table keeps the size of the
+/// original's (which may have room for fields added later).
 pub(crate) fn heap_size(headers: &HeaderMap) -> usize {
     // A slot holds a name, a value and links (about 88 bytes on 64-bit targets); the
-    // index table holds 4 bytes per slot and is kept at most 3/4 full.
-    const SLOT: usize = 88 + 6;
+    // index table holds 4 bytes per slot of capacity and is kept at most 3/4 full.
+    const SLOT: usize = 88;
+    const INDEX: usize = 6;
     let custom_names: usize = headers
         .keys()
         .map(|n| n.as_str().len())
         .filter(|&len| len > 0)
         .sum();
     let values: usize = headers.values().map(HeaderValue::len).sum();
-    headers.capacity() * SLOT + custom_names + values
+    headers.len() * SLOT + headers.capacity() * INDEX + custom_names + values
 }
 
 #[cfg(test)]
