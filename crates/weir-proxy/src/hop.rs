@@ -49,11 +49,10 @@ pub(crate) fn send<'a>(
             return engine.upstream.send(origin, req).await;
         };
         // Boxed: only a cluster's fills go through the owner, and what that holds across
-        // its awaits would otherwise be part of every fill's future.
-        Box::pin(via_owner(
-            engine, origin, url, req, &owner, peer_addr, cluster,
-        ))
-        .await
+        // its awaits would otherwise be part of every fill's future. Made in its box
+        // (`boxed.rs`).
+        crate::boxed::in_place(|| via_owner(engine, origin, url, req, &owner, peer_addr, cluster))
+            .await
     }
 }
 
