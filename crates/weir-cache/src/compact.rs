@@ -42,9 +42,10 @@ pub(crate) fn copy_headers(from: &HeaderMap, keep: impl Fn(&HeaderName) -> bool)
 }
 
 /// Bytes a header map kept by the cache holds on the heap, roughly: its fields, its
-/// index table and its values. The map is a clone ([`copy_headers`]), whose fields take
-/// exactly their number of slots, while its index table keeps the size of the
-/// original's (which may have room for fields added later).
+/// index table and its values. The map is a clone ([`copy_headers`]): its fields take
+/// one slot each (and a field left out keeps its slot, uncounted: rare, and 88 bytes),
+/// while its index table keeps the size of the original's, which may have room for
+/// fields added later.
 pub(crate) fn heap_size(headers: &HeaderMap) -> usize {
     // A slot holds a name, a value and links (about 88 bytes on 64-bit targets); the
     // index table holds 4 bytes per slot of capacity and is kept at most 3/4 full.
