@@ -8,14 +8,26 @@
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
+/// Fields a copy served from the cache gets added (`Age`, and the proxy's
+/// `Cache-Status`): a stored map keeps room for them in its index table, which every
+/// copy of it keeps, so that no hit grows its copy's table again (rehashing every field).
+const ROOM: usize = 2;
+
 /// The fields of `from` for which `keep` says yes, copied so that they share one
-/// allocation of exactly their values' size.
+/// allocation of exactly their values' size, with room for [`ROOM`] more fields in
+/// the table.
 ///
 /// The map is cloned and its values replaced in place: a clone copies the table as it
 /// is, where appending each field to a new map hashed every name again (about 1,000
 /// instructions for a response of six fields, on every miss).
 pub(crate) fn copy_headers(from: &HeaderMap, keep: impl Fn(&HeaderName) -> bool) -> HeaderMap {
     let mut out = from.clone();
+    if out.capacity() < out.len() + ROOM {
+        // The table grown once here, and cloned again so that the fields still take
+        // exactly their number of slots; each copy served keeps the larger table.
+        out.reserve(ROOM);
+        out = out.clone();
+    }
     // Usually empty, and then never allocated: most responses leave no field out.
     let unwanted: Vec<HeaderName> = from.keys().filter(|n| !keep(n)).cloned().collect();
     for name in &unwanted {
@@ -63,6 +75,24 @@ pub(crate) fn heap_size(headers: &HeaderMap) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copies_keep_room_for_the_fields_a_hit_adds() {
+        // Five fields: the table hyper would make for them (room for six) is full
+        // after one more.
+        let mut h = HeaderMap::with_capacity(5);
+        for name in ["a", "b", "c", "d", "e"] {
+            h.insert(name, HeaderValue::from_static("v"));
+        }
+        let stored = copy_headers(&h, |_| true);
+        assert!(stored.capacity() >= stored.len() + ROOM);
+        let mut served = stored.clone();
+        let capacity = served.capacity();
+        served.insert("age", HeaderValue::from_static("1"));
+        served.insert("cache-status", HeaderValue::from_static("weir; hit"));
+        assert_eq!(served.capacity(), capacity, "the copy's table did not grow");
+        assert_eq!(served.len(), 7);
+    }
 
     #[test]
     fn copies_share_one_buffer_and_keep_order() {
