@@ -13,6 +13,16 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 /// copy of it keeps, so that no hit grows its copy's table again (rehashing every field).
 const ROOM: usize = 2;
 
+/// `headers` with room in its index table for the fields a response gets on its way to
+/// a client (`Age`, `Cache-Status`). A copy of a header map keeps its table's size, so
+/// a head that is copied for several clients (a fill's) is given the room once, before
+/// it is copied: a table full to its limit, as hyper sizes it for the fields it parsed,
+/// was otherwise grown again in every copy.
+pub fn with_served_room(mut headers: HeaderMap) -> HeaderMap {
+    headers.reserve(ROOM);
+    headers
+}
+
 /// The fields of `from` for which `keep` says yes, copied so that they share one
 /// allocation of exactly their values' size, with room for [`ROOM`] more fields in
 /// the table.
@@ -25,8 +35,7 @@ pub(crate) fn copy_headers(from: &HeaderMap, keep: impl Fn(&HeaderName) -> bool)
     if out.capacity() < out.len() + ROOM {
         // The table grown once here, and cloned again so that the fields still take
         // exactly their number of slots; each copy served keeps the larger table.
-        out.reserve(ROOM);
-        out = out.clone();
+        out = with_served_room(out).clone();
     }
     // Usually empty, and then never allocated: most responses leave no field out.
     let unwanted: Vec<HeaderName> = from.keys().filter(|n| !keep(n)).cloned().collect();

@@ -95,16 +95,6 @@ fn te_takes_trailers(headers: &HeaderMap) -> bool {
         })
 }
 
-/// `headers` with room in its table for the fields every response gets on its way to a
-/// client (`Cache-Status`, and `Age` on a hit). A fill's head is copied for each client
-/// and for the cache, and a copy keeps the table's size: a table full to its limit (as
-/// hyper sizes it for five or six fields) was grown again, rehashing every field, for
-/// each client of the fill and on every hit of the stored object.
-pub(crate) fn with_room(mut headers: HeaderMap) -> HeaderMap {
-    headers.reserve(2);
-    headers
-}
-
 /// Appends our `Via` entry for a message received with `version`.
 pub(crate) fn append_via(headers: &mut HeaderMap, version: http::Version) {
     let via = match version {

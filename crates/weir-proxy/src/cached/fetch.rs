@@ -224,7 +224,7 @@ impl Fetch {
             // The head moves into the flight, and what is stored is copied from it there.
             let fetched = Arc::new(FlightOutcome::Response(FetchedHead {
                 status: parts.status,
-                headers: headers::with_room(std::mem::take(&mut parts.headers)),
+                headers: weir_cache::with_served_room(std::mem::take(&mut parts.headers)),
                 shareable: storing,
                 outcome,
                 cache_status,
