@@ -42,6 +42,7 @@ pub struct Metrics {
     requests: RequestCounts,
     errors: [Counter; ErrorKind::ALL.len()],
     origin_open: Gauge,
+    origins: Gauge,
     origin_opened: Counter,
     origin_reused: Counter,
     cache_source: Arc<Mutex<Option<CacheSource>>>,
@@ -119,6 +120,11 @@ impl Metrics {
         r.register("errors", "Errors by kind", Series::new(labels, &errors));
 
         let origin_open = add(&mut r, "origin_connections_open", "Open origin connections");
+        let origins = add(
+            &mut r,
+            "origins",
+            "Origins whose connection pools are kept (in use, or used within the upstream idle timeout)",
+        );
         let origin_opened = add(
             &mut r,
             "origin_connections_opened",
@@ -158,6 +164,7 @@ impl Metrics {
             requests,
             errors,
             origin_open,
+            origins,
             origin_opened,
             origin_reused,
             cache_source,
@@ -234,6 +241,11 @@ impl Metrics {
     /// A connection to an origin was closed.
     pub fn origin_connection_closed(&self) {
         self.origin_open.dec();
+    }
+
+    /// How many origins' connection pools are kept now.
+    pub fn set_origins(&self, count: usize) {
+        self.origins.set(count as i64);
     }
 
     /// A request reused an idle keep-alive connection to an origin.

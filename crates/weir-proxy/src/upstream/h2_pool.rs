@@ -128,6 +128,16 @@ impl Pool {
     }
 }
 
+impl Pool {
+    /// Whether the pool holds no connection (open, opening or idle).
+    pub(super) fn is_empty(&self) -> bool {
+        self.conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+}
+
 /// Marks the connection of `slot` as closed (it refused a request without sending it).
 pub(super) fn retire(slot: &StreamSlot) {
     slot.0.state.closed.store(true, Ordering::Release);

@@ -23,7 +23,7 @@ mod tls;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use thread_local::ThreadLocal;
@@ -116,6 +116,8 @@ impl Upstream {
             .clone()
     }
 
+    /// Closes idle connections past the idle timeout, then forgets the origins that
+    /// nothing holds any more (see [`Upstream::origins`]).
     fn close_expired_idle(&self) {
         let timeout = self.settings.idle_timeout.0;
         let origins: Vec<Arc<Origin>> = self
@@ -129,19 +131,28 @@ impl Upstream {
             origin.h1.close_expired_idle(timeout);
             origin.h2.close_expired_idle(timeout);
         }
+        let mut origins = self.origins.lock().unwrap_or_else(|e| e.into_inner());
+        // Under the lock, an origin held by the map alone cannot be taken by anyone:
+        // a request finds it through the map (this lock) or through a thread's recent
+        // origins, whose weak reference must be upgraded first (then it is not alone).
+        // An HTTP/1.1 connection's task holds its origin until the connection closes.
+        origins.retain(|addr, o| {
+            Arc::strong_count(o) > 1 || !o.h2.is_empty() || self.configured.contains_key(addr)
+        });
+        self.metrics.set_origins(origins.len());
     }
 
     fn origin(&self, addr: &OriginAddr) -> Arc<Origin> {
         let recent = self.recent.get_or_default();
-        if let Some(o) = recent.borrow().get(addr) {
-            return o.clone();
+        if let Some(o) = recent.borrow().get(addr).and_then(Weak::upgrade) {
+            return o;
         }
         let o = self.shared_origin(addr);
         let mut recent = recent.borrow_mut();
         if recent.len() >= RECENT_ORIGINS {
             recent.clear();
         }
-        recent.insert(addr.clone(), o.clone());
+        recent.insert(addr.clone(), Arc::downgrade(&o));
         o
     }
 
@@ -167,6 +178,7 @@ impl Upstream {
             h2: h2_pool::Pool::default(),
         });
         origins.insert(addr.clone(), o.clone());
+        self.metrics.set_origins(origins.len());
         o
     }
 

@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use thread_local::ThreadLocal;
@@ -20,10 +20,15 @@ use crate::metrics::Metrics;
 
 /// All origins' connections.
 pub(crate) struct Upstream {
+    /// The origins in use or used lately. An origin that nothing holds any more (no
+    /// request, no connection open or idle) is forgotten at the next sweep, unless an
+    /// `[[origin]]` section names it: a forward proxy meets new hosts without end, and
+    /// what it keeps per host must not grow with them.
     pub(super) origins: Mutex<HashMap<OriginAddr, Arc<Origin>>>,
     /// The origins this thread asked for lately: most requests find theirs here,
     /// without taking the lock every worker shares or hashing the name with SipHash.
-    /// Origins never leave `origins`, so an entry here is never stale.
+    /// Weak, so that these do not keep an origin from being forgotten; an entry whose
+    /// origin was forgotten is dropped when next looked up.
     pub(super) recent: ThreadLocal<RefCell<RecentOrigins>>,
     /// `[[origin]]` sections, by origin.
     pub(super) configured: HashMap<OriginAddr, Configured>,
@@ -40,7 +45,7 @@ pub(crate) struct Upstream {
 
 /// A thread's recent origins: at most [`RECENT_ORIGINS`], emptied when full. Small, so
 /// a fast hasher with a random seed is enough against names chosen to collide.
-pub(super) type RecentOrigins = HashMap<OriginAddr, Arc<Origin>, foldhash::fast::RandomState>;
+pub(super) type RecentOrigins = HashMap<OriginAddr, Weak<Origin>, foldhash::fast::RandomState>;
 
 /// See [`Upstream::recent`].
 pub(super) const RECENT_ORIGINS: usize = 64;

@@ -135,6 +135,45 @@ async fn idle_origin_connections_are_closed_after_idle_timeout() {
     assert_eq!(origin.total(), 2);
 }
 
+/// A forward proxy meets new hosts without end: what it keeps per origin (its pools)
+/// must go once the origin's connections have closed, and come back when needed.
+#[tokio::test]
+async fn origins_no_longer_used_are_forgotten() {
+    let origins: Vec<TestOrigin> = (0..5).map(|_| TestOrigin::start()).collect();
+    for o in &origins {
+        o.route("/host", Reply::ok("host").cc("no-store"));
+    }
+    let proxy = Proxy::builder()
+        .forward()
+        .option("upstream", "idle_timeout", "500ms")
+        .start();
+    let client = proxied_client(proxy.forward_addr());
+    let kept = || metric(&proxy.metrics(), "weir_origins", &[]);
+    for o in &origins {
+        assert_eq!(get(&client, &o.url("/host"), &[]).await.text(), "host");
+    }
+    assert_eq!(kept(), Some(5.0), "one origin kept per host asked for");
+    let deadline = Instant::now() + Duration::from_secs(8);
+    while kept() != Some(0.0) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        kept(),
+        Some(0.0),
+        "origins kept after their idle connections closed"
+    );
+    for o in &origins {
+        assert_eq!(o.connections_closed(), 1, "the idle connection was closed");
+    }
+    // A forgotten origin is made again when asked for, with a new connection.
+    assert_eq!(
+        get(&client, &origins[0].url("/host"), &[]).await.text(),
+        "host"
+    );
+    assert_eq!(origins[0].connections_accepted(), 2);
+    assert_eq!(kept(), Some(1.0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_origin_connections_are_capped_per_origin() {
     let origin = TestOrigin::start();
