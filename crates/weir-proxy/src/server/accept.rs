@@ -21,6 +21,21 @@ pub(super) struct ConnectionCount {
     pub(super) closed: Notify,
 }
 
+/// A client connection counted open, on its listeners' count and its worker's, until
+/// dropped: it goes with whatever serves the connection to its end.
+struct Counted {
+    connections: Arc<ConnectionCount>,
+    worker_open: Arc<AtomicUsize>,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.connections.open.fetch_sub(1, Ordering::AcqRel);
+        self.connections.closed.notify_waiters();
+        self.worker_open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 pub(super) fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
@@ -71,13 +86,15 @@ pub(super) async fn accept_loop(
         connections.open.fetch_add(1, Ordering::AcqRel);
         let worker = workers.least_busy();
         worker.open.fetch_add(1, Ordering::Relaxed);
-        let worker_open = worker.open.clone();
-        let (info, engine, protocols, stop, connections) = (
+        let counted = Counted {
+            connections: connections.clone(),
+            worker_open: worker.open.clone(),
+        };
+        let (info, engine, protocols, stop) = (
             info.clone(),
             engine.clone(),
             protocols.clone(),
             stop.clone(),
-            connections.clone(),
         );
         worker.handle.spawn(async move {
             let established = match TcpStream::from_std(stream) {
@@ -101,11 +118,8 @@ pub(super) async fn accept_loop(
                     requests: AtomicU64::new(0),
                     interim: Default::default(),
                 });
-                connection::serve(stream, conn, protocols, stop).await;
+                connection::serve(stream, conn, protocols, stop, counted).await;
             }
-            connections.open.fetch_sub(1, Ordering::AcqRel);
-            connections.closed.notify_waiters();
-            worker_open.fetch_sub(1, Ordering::Relaxed);
         });
     }
 }

@@ -92,12 +92,14 @@ impl Protocols {
 }
 
 /// Serves `stream` until the client closes it, it stays idle too long, or the proxy
-/// stops.
-pub(crate) async fn serve(
+/// stops. `counted` keeps the connection counted open until then (it moves to the
+/// task that serves HTTP/2).
+pub(crate) async fn serve<K: Send + 'static>(
     stream: FramingGuard<ClientIo>,
     conn: Arc<ConnInfo>,
     protocols: Arc<Protocols>,
     mut stop: watch::Receiver<bool>,
+    counted: K,
 ) {
     let mut client = Client {
         io: stream,
@@ -124,8 +126,16 @@ pub(crate) async fn serve(
         return;
     };
     if h2 {
-        let idle = protocols.idle;
-        return super::h2::serve(client, conn, &protocols.http2, idle, stop).await;
+        // HTTP/2 goes on in a task of its own, sized for it; this one ends. Awaited
+        // here, HTTP/2's state (h2's connection, about 3.7 KiB) would size this future
+        // and so the task of every connection: a parked HTTP/1.1 connection would keep
+        // twice what it needs (docs/benchmarks.md, "Idle client connections: memory").
+        tokio::spawn(async move {
+            let _counted = counted;
+            let idle = protocols.idle;
+            super::h2::serve(client, conn, &protocols.http2, idle, stop).await
+        });
+        return;
     }
     client.may_park = true;
     loop {
