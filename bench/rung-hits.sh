@@ -11,9 +11,10 @@
 #   proxy-wasm filter and (j) the filter adding a header (bench/wasm/*.wat, as in
 #   bench/ladder-instructions.sh). Each round loads each rung in turn with
 #   `wrk -t1 -cCONNS -dDURATION` on a 1 KB hit and reads the Weir process's CPU time
-#   (utime + stime in /proc) before and after: requests per CPU-second. Reported:
-#   every round, and each rung's median and its median ratio to BASE (b) over the
-#   rounds, with the middle half of those ratios.
+#   before and after: requests per CPU-second. Reported: every round, and for each
+#   rung its median and its median ratio to BASE (b) over the rounds, with the middle
+#   half of those ratios, their mean with its standard error, and all rounds
+#   together (all requests over all CPU time) with its ratio to BASE.
 #
 #   PIN=1 gives every Weir one worker thread on CPU 0 and runs wrk on CPU 1, so the
 #   proxy has a core to itself and does not share it with the load generator: on a
@@ -22,6 +23,14 @@
 #   which is larger than the 1-5% the module targets are about. Pinned, each rung is
 #   a single event loop: the ratios are those of one core's worth of work.
 #   ORDER=rotate starts round r with the r-th rung, so no rung always runs first.
+#
+#   SHARED=1 runs one Weir for all the rungs: a listener per rung, each with its
+#   rung's module only (`modules = [...]`; at most one of i and j). The rungs then
+#   share the process, its threads, caches and allocator, and whatever slows the
+#   machine down for a while slows them alike: with short rounds (DURATION=1s) taken
+#   in rotating order, each round's ratios compare requests served within a few
+#   seconds of each other by the same process. The CPU time is the process's, read
+#   per rung's burst from its threads' schedstat (nanoseconds) in every mode.
 #
 #   PERF=1 also samples each module rung's Weir with `perf record -e cpu-clock` (no
 #   call graphs, 4,999 Hz, for all of the run but its first and last second; every
@@ -39,6 +48,7 @@
 #   CONNS=2 ROUNDS=4 RUNGS="b i b2" bench/rung-hits.sh
 #   PIN=1 ORDER=rotate ROUNDS=15 DURATION=4s RUNGS="k h b2" BASE=k bench/rung-hits.sh
 #   PERF=1 ROUNDS=3 DURATION=7s RUNGS="b c h i j" bench/rung-hits.sh
+#   SHARED=1 ORDER=rotate ROUNDS=30 DURATION=1s RUNGS="b i" bench/rung-hits.sh
 # Needs wrk, curl, python3, wat2wasm (rungs i, j), htpasswd (rung h) and, with PERF=1,
 # perf (Debian's linux-perf); installed with apt-get when missing. Builds Weir unless BUILD=0 (WEIR_BIN picks another
 # build). Loopback only; what it starts is stopped on exit.
@@ -56,6 +66,7 @@ BUILD="${BUILD:-1}"
 BASE="${BASE:-b}"
 PIN="${PIN:-0}"
 ORDER="${ORDER:-fixed}"
+SHARED="${SHARED:-0}"
 WEIR_BIN="${WEIR_BIN:-$ROOT/target/release/weir}"
 
 ensure_tools wrk:wrk curl:curl python3:python3 wat2wasm:wabt htpasswd:apache2-utils
@@ -78,6 +89,10 @@ own_code() {
 }
 case " $RUNGS " in *" $BASE "*) ;; *) die "BASE=$BASE is not one of RUNGS ($RUNGS)" ;; esac
 case "$ORDER" in fixed | rotate) ;; *) die "ORDER must be fixed or rotate" ;; esac
+if [ "$SHARED" = 1 ]; then
+    [ "$PERF" = 1 ] && die "PERF=1 samples a process per rung: not with SHARED=1"
+    case " $RUNGS " in *" i "*" j "* | *" j "*" i "*) die "SHARED=1 takes one of the wasm rungs i and j (one module per name)" ;; esac
+fi
 [ "$BUILD" = 1 ] && (cd "$ROOT" && cargo build --release -p weir) >&2
 STARTED_PIDS=()
 TMP="$(mktemp -d -t weir-rung-hits.XXXXXX)"
@@ -109,26 +124,61 @@ wait_ready origin "${STARTED_PIDS[-1]}" "$OPORT"
 declare -A PID PORT FIELD
 ON_PROXY_CPU=(); ON_LOAD_CPU=()
 if [ "$PIN" = 1 ]; then ON_PROXY_CPU=(taskset -c 0); ON_LOAD_CPU=(taskset -c 1); fi
+# rung_module RUNG: the rung's `[[module]]` section (none for b, b2, k).
+rung_module() {
+    case "$1" in
+        b | b2 | k) ;;
+        c) printf '[[module]]\nname = "empty"\n' ;;
+        h) printf '[[module]]\nname = "access"\n'; access_settings "$TMP/users" ;;
+        i) printf '[[module]]\nname = "wasm"\npath = "%s"\n' "$TMP/empty.wasm" ;;
+        j) printf '[[module]]\nname = "wasm"\npath = "%s"\n' "$TMP/add-header.wasm" ;;
+        *) die "unknown rung $1 (b, b2, c, h, i, j, k)" ;;
+    esac
+}
+# rung_listener RUNG: the rung's listener; in one shared Weir, with its module only.
+rung_listener() {
+    printf '[[listen]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\norigin = "http://127.0.0.1:%s"\n' "${PORT[$1]}" "$OPORT"
+    if [ "$SHARED" = 1 ]; then
+        case "$1" in
+            b | b2 | k) printf 'modules = []\n' ;;
+            *) printf 'modules = ["%s"]\n' "$(rung_module "$1" | sed -n 's/^name = "\(.*\)"$/\1/p' | head -1)" ;;
+        esac
+    fi
+}
+config_head() {
+    printf '[admin]\nlisten = "off"\n[log]\naccess = "off"\n'
+    [ "$PIN" = 1 ] && printf '[server]\nworkers = 1\n'
+    return 0
+}
+# start_weir NAME CONFIG PORT: starts a Weir and waits for PORT; its pid in WEIR_PID.
+start_weir() {
+    WEIR_LOG=warn "${ON_PROXY_CPU[@]}" "$WEIR_BIN" run --config "$2" >"$TMP/$1.log" 2>&1 &
+    WEIR_PID=$!
+    STARTED_PIDS+=("$WEIR_PID")
+    wait_ready "weir ($1)" "$WEIR_PID" "$3"
+}
 for rung in $RUNGS; do
     port=$(pick_port); USED_PORTS+="$port "; PORT[$rung]=$port
+done
+if [ "$SHARED" = 1 ]; then
     {
-        printf '[admin]\nlisten = "off"\n[log]\naccess = "off"\n'
-        [ "$PIN" = 1 ] && printf '[server]\nworkers = 1\n'
-        printf '[[listen]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\norigin = "http://127.0.0.1:%s"\n' "$port" "$OPORT"
-        case "$rung" in
-            b | b2) ;;
-            c) printf '[[module]]\nname = "empty"\n' ;;
-            h) printf '[[module]]\nname = "access"\n'; access_settings "$TMP/users" ;;
-            k) ;;
-            i) printf '[[module]]\nname = "wasm"\npath = "%s"\n' "$TMP/empty.wasm" ;;
-            j) printf '[[module]]\nname = "wasm"\npath = "%s"\n' "$TMP/add-header.wasm" ;;
-            *) die "unknown rung $rung (b, b2, c, h, i, j, k)" ;;
-        esac
-    } > "$TMP/$rung.toml"
-    WEIR_LOG=warn "${ON_PROXY_CPU[@]}" "$WEIR_BIN" run --config "$TMP/$rung.toml" >"$TMP/$rung.log" 2>&1 &
-    PID[$rung]=$!; STARTED_PIDS+=($!)
-    wait_ready "weir ($rung)" "${PID[$rung]}" "$port"
-    url="http://127.0.0.1:$port/1k"
+        config_head
+        for rung in $RUNGS; do rung_module "$rung"; done
+        for rung in $RUNGS; do rung_listener "$rung"; done
+    } > "$TMP/shared.toml"
+    read -r -a all <<< "$RUNGS"
+    start_weir shared "$TMP/shared.toml" "${PORT[${all[-1]}]}"
+    shared_pid=$WEIR_PID
+fi
+for rung in $RUNGS; do
+    if [ "$SHARED" = 1 ]; then
+        PID[$rung]=$shared_pid
+    else
+        { config_head; rung_listener "$rung"; rung_module "$rung"; } > "$TMP/$rung.toml"
+        start_weir "$rung" "$TMP/$rung.toml" "${PORT[$rung]}"
+        PID[$rung]=$WEIR_PID
+    fi
+    url="http://127.0.0.1:${PORT[$rung]}/1k"
     case "$rung" in
         h) FIELD[$rung]="$ACCESS_CREDENTIALS" ;;
         k) FIELD[$rung]="$LIKE_CREDENTIALS" ;;
@@ -139,8 +189,24 @@ for rung in $RUNGS; do
     curl -si "${extra[@]}" "$url" | grep -qi '^cache-status: weir; hit' || die "rung $rung: not a hit"
 done
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-declare -A RATES SHARES
+# cpu_ns PID: each thread of PID with its CPU time so far in nanoseconds (schedstat),
+# "tid:ns" words: precise enough for bursts of a second, where the clock ticks of
+# /proc/PID/stat (10 ms) are not. ns_between BEFORE AFTER: the CPU time between two
+# of them, thread by thread (a thread that ended in between is left out: it would
+# take its time with it).
+cpu_ns() {
+    local f
+    for f in /proc/"$1"/task/*/schedstat; do
+        [ -r "$f" ] && printf '%s:%s ' "$(basename "$(dirname "$f")")" "$(cut -d' ' -f1 "$f" 2>/dev/null)"
+    done
+}
+ns_between() {
+    awk -v a="$1" -v b="$2" 'BEGIN {
+        n = split(a, x, " "); for (i = 1; i <= n; i++) { split(x[i], p, ":"); t0[p[1]] = p[2] }
+        n = split(b, y, " "); for (i = 1; i <= n; i++) { split(y[i], p, ":"); t += p[2] - ((p[1] in t0) ? t0[p[1]] : 0) }
+        printf "%d", t }'
+}
+declare -A RATES SHARES REQS NSUM
 echo "| round | rung | requests | CPU seconds | requests per CPU-second | module's own code, share of samples |"
 echo "| ---: | --- | ---: | ---: | ---: | ---: |"
 read -r -a ALL <<< "$RUNGS"
@@ -156,10 +222,10 @@ for round in $(seq "$ROUNDS"); do
                 -o "$TMP/perf.data" -- sleep $((SECONDS_EACH - 2)) >/dev/null 2>&1) &
             perf_pid=$!
         fi
-        t0=$(cpu_ticks "${PID[$rung]}")
+        t0=$(cpu_ns "${PID[$rung]}")
         n=$("${ON_LOAD_CPU[@]}" wrk -t1 -c"$CONNS" -d"$DURATION" "${extra[@]}" "http://127.0.0.1:${PORT[$rung]}/1k" |
             awk '/requests in/ { print $1 }')
-        t1=$(cpu_ticks "${PID[$rung]}")
+        t1=$(cpu_ns "${PID[$rung]}")
         share="–"
         if [ -n "$perf_pid" ]; then
             wait "$perf_pid" || die "perf record failed on rung $rung"
@@ -170,26 +236,34 @@ for round in $(seq "$ROUNDS"); do
                     END { if (all > 0) printf "%.2f%%", 100 * mine / all }')
             SHARES[$rung]+="${share%\%} "
         fi
-        ticks=$(( t1 - t0 ))
-        rate=$(( n * $(getconf CLK_TCK) / ticks ))
+        ns=$(ns_between "$t0" "$t1")
+        rate=$(awk -v n="$n" -v ns="$ns" 'BEGIN { printf "%d", n * 1e9 / ns }')
         RATES[$rung]+="$rate "
-        echo "| $round | $rung | $n | $(awk -v t="$ticks" -v h="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t / h }') | $rate | $share |"
+        REQS[$rung]=$(( ${REQS[$rung]:-0} + n ))
+        NSUM[$rung]=$(( ${NSUM[$rung]:-0} + ns ))
+        echo "| $round | $rung | $n | $(awk -v ns="$ns" 'BEGIN { printf "%.2f", ns / 1e9 }') | $rate | $share |"
     done
 done
 median() { tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # quartiles: the first and third quartile of the numbers on stdin.
 quartiles() { tr ' ' '\n' | grep . | sort -n | awk '{ v[NR] = $1 } END { q1 = int((NR + 3) / 4); q3 = int((3 * NR + 3) / 4); printf "%s–%s", v[q1], v[q3] }'; }
 echo
-echo "| rung | median requests per CPU-second | median of the rounds' ratios to ($BASE) | middle half of the ratios |"
-echo "| --- | ---: | ---: | ---: |"
+# mean_sem: the mean of the numbers on stdin and its standard error.
+mean_sem() { tr ' ' '\n' | grep . | awk '{ s += $1; q += $1 * $1; n++ } END {
+    m = s / n; v = (n > 1) ? (q - n * m * m) / (n - 1) : 0; if (v < 0) v = 0
+    printf "%.4f ± %.4f", m, sqrt(v / n) }'; }
+echo "| rung | median requests per CPU-second | median of the rounds' ratios to ($BASE) | middle half of the ratios | mean of the ratios ± standard error | all rounds together: requests per CPU-second | its ratio to ($BASE) |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+all_rate() { awk -v n="${REQS[$1]}" -v ns="${NSUM[$1]}" 'BEGIN { printf "%d", n * 1e9 / ns }'; }
 for rung in $RUNGS; do
     read -r -a mine <<< "${RATES[$rung]}"
     read -r -a base <<< "${RATES[$BASE]:-}"
     ratios=""
     for k in "${!mine[@]}"; do
-        [ -n "${base[$k]:-}" ] && ratios+="$(awk -v a="${mine[$k]}" -v b="${base[$k]}" 'BEGIN { printf "%.3f", a / b }') "
+        [ -n "${base[$k]:-}" ] && ratios+="$(awk -v a="${mine[$k]}" -v b="${base[$k]}" 'BEGIN { printf "%.4f", a / b }') "
     done
-    echo "| $rung | $(echo "${RATES[$rung]}" | median) | $(echo "$ratios" | median) | $(echo "$ratios" | quartiles) |"
+    together=$(awk -v a="$(all_rate "$rung")" -v b="$(all_rate "$BASE")" 'BEGIN { printf "%.4f", a / b }')
+    echo "| $rung | $(echo "${RATES[$rung]}" | median) | $(echo "$ratios" | median) | $(echo "$ratios" | quartiles) | $(echo "$ratios" | mean_sem) | $(all_rate "$rung") | $together |"
 done
 if [ "$PERF" = 1 ]; then
     echo
