@@ -123,7 +123,7 @@ impl Metrics {
         let origins = add(
             &mut r,
             "origins",
-            "Origins whose connection pools are kept (in use, or used within the upstream idle timeout)",
+            "Origins whose connection pools are kept: with a request or a connection open, or named by an [[origin]] section",
         );
         let origin_opened = add(
             &mut r,

@@ -112,6 +112,14 @@ impl Pool {
         Pick::Use(e)
     }
 
+    /// Whether the pool holds no connection (open, opening or idle).
+    pub(super) fn is_empty(&self) -> bool {
+        self.conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
     /// Closes connections with no stream open for `timeout` (dropping the last sender
     /// makes hyper close the connection gracefully).
     pub(super) fn close_expired_idle(&self, timeout: Duration) {
@@ -125,16 +133,6 @@ impl Pool {
                     >= timeout;
             !e.state.closed.load(Ordering::Acquire) && !idle
         });
-    }
-}
-
-impl Pool {
-    /// Whether the pool holds no connection (open, opening or idle).
-    pub(super) fn is_empty(&self) -> bool {
-        self.conns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_empty()
     }
 }
 

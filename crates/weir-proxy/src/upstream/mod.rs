@@ -455,4 +455,30 @@ mod tests {
             &upstream.origin(&OriginAddr::http("a.example", 80))
         ));
     }
+
+    #[tokio::test]
+    async fn the_sweep_forgets_only_the_origins_nothing_holds() {
+        let config = crate::Config::default();
+        let metrics = Arc::new(Metrics::new());
+        let upstream = Upstream::new(&config.upstream, &config.timeouts, &[], metrics).unwrap();
+        let (held, gone) = (
+            OriginAddr::http("held.example", 80),
+            OriginAddr::http("gone.example", 80),
+        );
+        let kept = upstream.origin(&held);
+        let first = upstream.origin(&gone);
+        let weak = Arc::downgrade(&first);
+        drop(first);
+        upstream.close_expired_idle();
+        let known = |a: &OriginAddr| upstream.origins.lock().unwrap().contains_key(a);
+        assert!(known(&held), "an origin a request holds is kept");
+        assert!(
+            !known(&gone),
+            "an origin only the map and a recent list held is forgotten"
+        );
+        assert!(weak.upgrade().is_none(), "and freed");
+        // Asked for again, it is made anew; the one held is still the same object.
+        assert!(known(&upstream.origin(&gone).addr));
+        assert!(Arc::ptr_eq(&kept, &upstream.origin(&held)));
+    }
 }
