@@ -33,6 +33,8 @@
 #   SIZE      the object's size: N, Nk or Nm (default 1k)
 #   TLS       1: a TLS listener instead of clear text (default 0)
 #   BUILD     0 uses the binaries as they are (default: cargo build --release)
+#   WEIR_BIN  the Weir binary to measure (default target/release/weir), for example
+#             a build kept from before a change (with BUILD=0)
 #   OUT_DIR   where raw results go (default bench/out)
 #   KEEP_TMP  1 keeps the temporary directory (configs, logs) for debugging
 #
@@ -58,7 +60,7 @@ TLS="${TLS:-0}"
 BUILD="${BUILD:-1}"
 OUT_DIR="${OUT_DIR:-$ROOT/bench/out}"
 KEEP_TMP="${KEEP_TMP:-0}"
-WEIR_BIN="$ROOT/target/release/weir"
+WEIR_BIN="${WEIR_BIN:-$ROOT/target/release/weir}"
 BENCH_BIN="$ROOT/target/release/weir-bench"
 
 read -r -a MODE_LIST <<<"${MODES//,/ }"
