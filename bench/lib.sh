@@ -124,6 +124,18 @@ cpu_snapshot() {
         echo "$pid $(( ${12} + ${13} )) ${13}"  # fields 14 (utime) and 15 (stime)
     done
 }
+# cpu_ns_snapshot PID: one "tid ns" line per thread of PID: its CPU time so far in
+# nanoseconds (schedstat), for bursts too short for clock ticks (10 ms). cpu_delta
+# takes two of them as it takes cpu_snapshot's (only threads in both count: one that
+# ended in between took its time with it; a worker's threads live as long as it).
+cpu_ns_snapshot() {
+    local f ns
+    for f in /proc/"$1"/task/*/schedstat; do
+        read -r ns _ 2>/dev/null < "$f" || continue
+        f="${f%/schedstat}"
+        echo "${f##*/} $ns"
+    done
+}
 # cpu_delta SNAP0 SNAP1: ticks used by the pids found in both.
 cpu_delta() {
     awk 'NR == FNR { t0[$1] = $2; next } ($1 in t0) { d += $2 - t0[$1] } END { print d + 0 }' \

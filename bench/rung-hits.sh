@@ -124,25 +124,35 @@ wait_ready origin "${STARTED_PIDS[-1]}" "$OPORT"
 declare -A PID PORT FIELD
 ON_PROXY_CPU=(); ON_LOAD_CPU=()
 if [ "$PIN" = 1 ]; then ON_PROXY_CPU=(taskset -c 0); ON_LOAD_CPU=(taskset -c 1); fi
-# rung_module RUNG: the rung's `[[module]]` section (none for b, b2, k).
-rung_module() {
+# module_name RUNG: the name of the rung's module (none for b, b2, k).
+module_name() {
     case "$1" in
         b | b2 | k) ;;
-        c) printf '[[module]]\nname = "empty"\n' ;;
-        h) printf '[[module]]\nname = "access"\n'; access_settings "$TMP/users" ;;
-        i) printf '[[module]]\nname = "wasm"\npath = "%s"\n' "$TMP/empty.wasm" ;;
-        j) printf '[[module]]\nname = "wasm"\npath = "%s"\n' "$TMP/add-header.wasm" ;;
+        c) echo empty ;;
+        h) echo access ;;
+        i | j) echo wasm ;;
         *) die "unknown rung $1 (b, b2, c, h, i, j, k)" ;;
+    esac
+}
+# rung_module RUNG: the rung's `[[module]]` section (none for b, b2, k).
+rung_module() {
+    local name
+    name=$(module_name "$1")
+    [ -n "$name" ] || return 0
+    printf '[[module]]\nname = "%s"\n' "$name"
+    case "$1" in
+        h) access_settings "$TMP/users" ;;
+        i) printf 'path = "%s"\n' "$TMP/empty.wasm" ;;
+        j) printf 'path = "%s"\n' "$TMP/add-header.wasm" ;;
     esac
 }
 # rung_listener RUNG: the rung's listener; in one shared Weir, with its module only.
 rung_listener() {
     printf '[[listen]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\norigin = "http://127.0.0.1:%s"\n' "${PORT[$1]}" "$OPORT"
     if [ "$SHARED" = 1 ]; then
-        case "$1" in
-            b | b2 | k) printf 'modules = []\n' ;;
-            *) printf 'modules = ["%s"]\n' "$(rung_module "$1" | sed -n 's/^name = "\(.*\)"$/\1/p' | head -1)" ;;
-        esac
+        local name
+        name=$(module_name "$1")
+        if [ -n "$name" ]; then printf 'modules = ["%s"]\n' "$name"; else printf 'modules = []\n'; fi
     fi
 }
 config_head() {
@@ -158,6 +168,7 @@ start_weir() {
     wait_ready "weir ($1)" "$WEIR_PID" "$3"
 }
 for rung in $RUNGS; do
+    module_name "$rung" >/dev/null  # an unknown rung stops the run here
     port=$(pick_port); USED_PORTS+="$port "; PORT[$rung]=$port
 done
 if [ "$SHARED" = 1 ]; then
@@ -189,23 +200,6 @@ for rung in $RUNGS; do
     curl -si "${extra[@]}" "$url" | grep -qi '^cache-status: weir; hit' || die "rung $rung: not a hit"
 done
 
-# cpu_ns PID: each thread of PID with its CPU time so far in nanoseconds (schedstat),
-# "tid:ns" words: precise enough for bursts of a second, where the clock ticks of
-# /proc/PID/stat (10 ms) are not. ns_between BEFORE AFTER: the CPU time between two
-# of them, thread by thread (a thread that ended in between is left out: it would
-# take its time with it).
-cpu_ns() {
-    local f
-    for f in /proc/"$1"/task/*/schedstat; do
-        [ -r "$f" ] && printf '%s:%s ' "$(basename "$(dirname "$f")")" "$(cut -d' ' -f1 "$f" 2>/dev/null)"
-    done
-}
-ns_between() {
-    awk -v a="$1" -v b="$2" 'BEGIN {
-        n = split(a, x, " "); for (i = 1; i <= n; i++) { split(x[i], p, ":"); t0[p[1]] = p[2] }
-        n = split(b, y, " "); for (i = 1; i <= n; i++) { split(y[i], p, ":"); t += p[2] - ((p[1] in t0) ? t0[p[1]] : 0) }
-        printf "%d", t }'
-}
 declare -A RATES SHARES REQS NSUM
 echo "| round | rung | requests | CPU seconds | requests per CPU-second | module's own code, share of samples |"
 echo "| ---: | --- | ---: | ---: | ---: | ---: |"
@@ -222,10 +216,10 @@ for round in $(seq "$ROUNDS"); do
                 -o "$TMP/perf.data" -- sleep $((SECONDS_EACH - 2)) >/dev/null 2>&1) &
             perf_pid=$!
         fi
-        t0=$(cpu_ns "${PID[$rung]}")
+        t0=$(cpu_ns_snapshot "${PID[$rung]}")
         n=$("${ON_LOAD_CPU[@]}" wrk -t1 -c"$CONNS" -d"$DURATION" "${extra[@]}" "http://127.0.0.1:${PORT[$rung]}/1k" |
             awk '/requests in/ { print $1 }')
-        t1=$(cpu_ns "${PID[$rung]}")
+        t1=$(cpu_ns_snapshot "${PID[$rung]}")
         share="–"
         if [ -n "$perf_pid" ]; then
             wait "$perf_pid" || die "perf record failed on rung $rung"
@@ -236,7 +230,7 @@ for round in $(seq "$ROUNDS"); do
                     END { if (all > 0) printf "%.2f%%", 100 * mine / all }')
             SHARES[$rung]+="${share%\%} "
         fi
-        ns=$(ns_between "$t0" "$t1")
+        ns=$(cpu_delta "$t0" "$t1")
         rate=$(awk -v n="$n" -v ns="$ns" 'BEGIN { printf "%d", n * 1e9 / ns }')
         RATES[$rung]+="$rate "
         REQS[$rung]=$(( ${REQS[$rung]:-0} + n ))
