@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use crate::damage::DamageReport;
 use crate::file_read::read_at;
+use crate::temp_name::TempName;
 
 /// Bytes read from a file per step. Large enough to amortise the thread hop of a
 /// blocking read, small enough that many concurrent readers stay cheap.
@@ -106,6 +107,9 @@ pub struct FileBody {
     pub(crate) crc: u32,
     /// Told when the body turns out to be damaged, so the entry is dropped.
     pub(crate) damage: DamageReport,
+    /// The file's temporary name while it is a fill's (see `crate::spill`): the disk
+    /// tier renames the file into place instead of copying the body.
+    pub(crate) temp_name: Option<Arc<TempName>>,
 }
 
 impl std::fmt::Debug for FileBody {

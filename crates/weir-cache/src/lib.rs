@@ -35,6 +35,7 @@ mod stale;
 mod storage;
 mod tags;
 pub mod targeted;
+mod temp_name;
 mod tiered;
 mod vary;
 mod vary_value;

@@ -1,10 +1,13 @@
 //! Fills that go to disk as they arrive: a response too large for the memory tier is
 //! written to a file of the disk tier chunk by chunk, never held whole in memory.
 //!
-//! The file has no name (it is removed from the directory as soon as it is created),
-//! so a crash leaves nothing behind; when the fill completes, the disk tier copies it
-//! into an entry of its own format. Clients that join the fill late read what has
-//! already left memory from the same file.
+//! The file lives in the disk tier's temporary directory, its body starting at an
+//! offset the tier chose (room for what goes before the body in an entry's file).
+//! When the fill is stored, the disk tier adds the metadata and renames the file into
+//! place: the body is written once. Otherwise the file's name is removed with its last
+//! holder ([`TempName`]), and a crash leaves it in the temporary directory, which the
+//! tier empties when it starts. Clients that join the fill late read what has already
+//! left memory from the same file.
 
 use std::fs::File;
 use std::io;
@@ -16,6 +19,7 @@ use bytes::Bytes;
 use crate::body::{Body, FileBody};
 use crate::damage::DamageReport;
 use crate::file_read::read_at;
+use crate::temp_name::TempName;
 
 /// Bytes gathered in memory before they are written in one step: large enough that
 /// the hop to a blocking thread is rare, small enough that many fills stay cheap.
@@ -25,12 +29,15 @@ pub const SPILL_BATCH: usize = 256 << 10;
 #[derive(Debug)]
 pub struct SpillFile {
     file: Arc<File>,
+    name: Arc<TempName>,
+    /// Where the body starts in the file.
+    body_at: u64,
 }
 
 impl SpillFile {
-    /// Reads `len` bytes at `pos` on a blocking thread.
+    /// Reads `len` bytes at `pos` of the body on a blocking thread.
     pub(crate) async fn read_at(&self, pos: u64, len: usize) -> io::Result<Bytes> {
-        read_at(&self.file, pos, len).await
+        read_at(&self.file, self.body_at + pos, len).await
     }
 }
 
@@ -42,10 +49,13 @@ pub struct Spill {
 }
 
 impl Spill {
-    pub(crate) fn new(file: File) -> Spill {
+    /// A fill written to `file` (named `name`) from byte `body_at` on.
+    pub(crate) fn new(file: File, name: TempName, body_at: u64) -> Spill {
         Spill {
             file: Arc::new(SpillFile {
                 file: Arc::new(file),
+                name: Arc::new(name),
+                body_at,
             }),
             len: 0,
             crc: crc32fast::Hasher::new(),
@@ -80,7 +90,7 @@ impl Spill {
             self.crc.update(c);
         }
         let file = self.file.file.clone();
-        let at = self.len;
+        let at = self.file.body_at + self.len;
         let write = move || -> io::Result<()> {
             let mut pos = at;
             for c in &chunks {
@@ -100,14 +110,15 @@ impl Spill {
         Ok(())
     }
 
-    /// The complete body, to store (the disk tier copies it into an entry).
+    /// The complete body, to store (the disk tier renames its file into place).
     pub fn finish(self) -> Body {
         Body::File(FileBody {
             file: self.file.file.clone(),
-            offset: 0,
+            offset: self.file.body_at,
             len: self.len,
             crc: self.crc.finalize(),
             damage: DamageReport::none(),
+            temp_name: Some(self.file.name.clone()),
         })
     }
 }

@@ -35,18 +35,28 @@ async fn read_checked(client: &reqwest::Client, url: &str) -> (u64, String) {
     (received, status)
 }
 
+/// The paths in `dir`.
+fn files_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+fn inode(path: &std::path::Path) -> u64 {
+    std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(path).expect("stat"))
+}
+
 /// The smallest object for which the large-fill test still means something: far
 /// more than the memory tier and the 64 MiB the process may hold beyond it.
 const SMALLEST_LARGE_OBJECT: u64 = 256 << 20;
 
 /// `wanted`, or a smaller power of two when the file system of `dir` has no room
-/// for it: a fill to disk holds the object twice at its end (the fill's own file
-/// and the entry it is copied into), and machines that run the tests are not
-/// always given gigabytes of free space.
+/// for it (with room to spare: the disk tier's files are written as they come):
+/// machines that run the tests are not always given gigabytes of free space.
 fn size_for_free_space(dir: &std::path::Path, wanted: u64) -> u64 {
     let stat = nix::sys::statvfs::statvfs(dir).expect("statvfs of the temporary directory");
     let free = stat.blocks_available() as u64 * stat.fragment_size() as u64;
-    let room = |len: u64| 2 * len + (256 << 20) <= free;
+    let room = |len: u64| len + (512 << 20) <= free;
     let mut len = wanted;
     while !room(len) && len / 2 >= SMALLEST_LARGE_OBJECT {
         len /= 2;
@@ -114,6 +124,15 @@ async fn an_object_larger_than_memory_goes_to_disk_as_it_arrives() {
         "the fill did not start"
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
+    // The file the fill goes to (past the memory tier's 16 MiB by now).
+    let mut fill_file = None;
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            fill_file = files_in(&dir.join("tmp")).first().map(|f| inode(f));
+            fill_file.is_some()
+        }),
+        "the fill has no file in tmp/"
+    );
     let (late_len, late_status) = read_checked(&client, &url).await;
     let (first_len, first_status) = first.await.unwrap();
     assert_eq!((first_len, late_len), (len, len));
@@ -139,6 +158,15 @@ async fn an_object_larger_than_memory_goes_to_disk_as_it_arrives() {
         }),
         "the object never reached the disk tier"
     );
+    // Written once: the fill's file became the entry, and nothing is left in tmp/.
+    let entries: Vec<_> = files_in(&dir)
+        .iter()
+        .filter(|d| d.is_dir() && !d.ends_with("tmp"))
+        .flat_map(|d| files_in(d))
+        .collect();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(Some(inode(&entries[0])), fill_file, "the body was copied");
+    assert!(files_in(&dir.join("tmp")).is_empty());
     let (again, status) = read_checked(&client, &url).await;
     assert_eq!(again, len);
     assert!(is_hit(&status), "{status}");
@@ -267,11 +295,11 @@ async fn an_abandoned_fill_to_disk_leaves_nothing_behind() {
         check_pattern(received, &chunk);
         received += chunk.len() as u64;
     }
-    // The fill is on disk by now (past max_memory_object): its file has no name.
+    // The fill is on disk by now (past max_memory_object), in a file of tmp/.
     let named = |dir: &std::path::Path| -> usize {
         std::fs::read_dir(dir.join("tmp")).map_or(0, |d| d.count())
     };
-    assert_eq!(named(&dir), 0, "a fill's file is visible in tmp/");
+    assert_eq!(named(&dir), 1, "the fill's file is not in tmp/");
     let open_fill_files = |pid: u32| -> usize {
         std::fs::read_dir(format!("/proc/{pid}/fd"))
             .map(|d| {
@@ -302,10 +330,10 @@ async fn an_abandoned_fill_to_disk_leaves_nothing_behind() {
         metric(&metrics, "weir_cache_disk_writes_total", &[]),
         Some(0.0)
     );
-    assert_eq!(named(&dir), 0);
     assert!(
         wait_until(Duration::from_secs(10), || open_fill_files(proxy.pid())
             == 0),
         "the abandoned fill's file is still open"
     );
+    assert_eq!(named(&dir), 0, "the abandoned fill's file is left in tmp/");
 }

@@ -105,7 +105,8 @@ async fn alone_never_shares() {
     ));
 }
 
-/// A spill file in the system's temporary directory (nameless once open).
+/// A spill file in the system's temporary directory (removed with the spill), its
+/// body after 16 bytes of room as the disk tier's are.
 fn spill() -> crate::spill::Spill {
     let path = std::env::temp_dir().join(format!(
         "weir-coalesce-test-{}-{:?}",
@@ -119,8 +120,7 @@ fn spill() -> crate::spill::Spill {
         .truncate(true)
         .open(&path)
         .unwrap();
-    std::fs::remove_file(&path).unwrap();
-    crate::spill::Spill::new(file)
+    crate::spill::Spill::new(file, crate::temp_name::TempName::new(path), 16)
 }
 
 #[tokio::test]

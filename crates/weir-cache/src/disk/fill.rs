@@ -2,6 +2,9 @@
 
 use std::sync::atomic::Ordering;
 
+use crate::temp_name::TempName;
+
+use super::format;
 use super::layout::temp_dir;
 use super::DiskTier;
 
@@ -29,11 +32,13 @@ impl DiskTier {
                     .open(&path)
             });
         match file {
-            Ok(file) => {
-                // Nameless from now on: a crash leaves nothing behind.
-                let _ = std::fs::remove_file(&path);
-                Some(crate::spill::Spill::new(file))
-            }
+            // The body after room for an entry's first bytes: the metadata goes after
+            // the body (format.rs), and the file becomes the entry as it is.
+            Ok(file) => Some(crate::spill::Spill::new(
+                file,
+                TempName::new(path),
+                format::PREFIX_LEN,
+            )),
             Err(e) => {
                 self.shared
                     .counters

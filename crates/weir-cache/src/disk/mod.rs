@@ -404,6 +404,7 @@ fn read_entry(
             len: meta.body_len,
             crc: meta.body_crc,
             damage: DamageReport::new(damage_reports, key, id),
+            temp_name: None,
         })
     };
     let adapted = Adapted::from_parts(&meta.adapted_fields, meta.adapted_origin);
@@ -414,6 +415,8 @@ fn read_entry(
     )
 }
 
+#[cfg(test)]
+mod fill_tests;
 #[cfg(test)]
 mod index_tests;
 #[cfg(test)]

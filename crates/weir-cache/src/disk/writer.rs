@@ -13,7 +13,7 @@ use super::format::{self, Meta};
 use super::index::EntryMeta;
 use super::layout::{object_path, temp_dir};
 use super::shared::Shared;
-use crate::body::Body;
+use crate::body::{Body, FileBody};
 use crate::key::CacheKey;
 use crate::object::CachedObject;
 
@@ -185,6 +185,21 @@ fn write_and_link(shared: &Shared, job: Job) {
 /// Writes the entry under a temporary name and renames it into place. Returns the
 /// file's length.
 fn write_file(shared: &Shared, id: u64, mut meta: Meta, body: &Body) -> io::Result<u64> {
+    if let Body::File(f) = body {
+        if f.temp_name.is_some() {
+            meta.body_crc = f.crc;
+            match finish_fill_file(shared, id, &meta, f) {
+                Ok(len) => return Ok(len),
+                // Copied below instead (for example, the directory of entries is on
+                // another file system than the temporary one).
+                Err(e) => {
+                    tracing::debug!(
+                        "disk cache: a fill's file cannot become entry {id:016x} ({e}); copying it"
+                    )
+                }
+            }
+        }
+    }
     let tmp = temp_dir(&shared.dir).join(format!("{id:016x}"));
     let result = (|| {
         let mut file = create(&tmp)?;
@@ -207,22 +222,46 @@ fn write_file(shared: &Shared, id: u64, mut meta: Meta, body: &Body) -> io::Resu
                 }
             }
         }
-        let dest = object_path(&shared.dir, id);
-        if let Err(e) = fs::rename(&tmp, &dest) {
-            if e.kind() != io::ErrorKind::NotFound {
-                return Err(e);
-            }
-            if let Some(parent) = dest.parent() {
-                fs::create_dir_all(parent)?;
-            }
-            fs::rename(&tmp, &dest)?;
-        }
+        rename_into_place(&tmp, &object_path(&shared.dir, id))?;
         Ok(head.len() as u64 + meta.body_len)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// Makes a fill's file (its body from byte [`format::PREFIX_LEN`] on, see
+/// `crate::spill`) entry `id`: the metadata after the body, the first bytes, and the
+/// rename into place, so that the body is written once. Returns the file's length.
+fn finish_fill_file(shared: &Shared, id: u64, meta: &Meta, body: &FileBody) -> io::Result<u64> {
+    let Some(name) = &body.temp_name else {
+        return Err(io::Error::other("not a fill's file"));
+    };
+    if body.offset != format::PREFIX_LEN {
+        return Err(io::Error::other("no room for the entry's first bytes"));
+    }
+    let (prefix, json) = format::encode_tail(meta);
+    let end = body.offset + body.len;
+    // Whatever a failed attempt appended before is cut off.
+    body.file.set_len(end)?;
+    body.file.write_all_at(&json, end)?;
+    body.file.write_all_at(&prefix, 0)?;
+    rename_into_place(name.path(), &object_path(&shared.dir, id))?;
+    Ok(end + json.len() as u64)
+}
+
+/// Renames `from` to `dest`, recreating `dest`'s directory when it went away.
+fn rename_into_place(from: &std::path::Path, dest: &std::path::Path) -> io::Result<()> {
+    match fs::rename(from, dest) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            if let Some(parent) = dest.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            fs::rename(from, dest)
+        }
+        other => other,
+    }
 }
 
 /// Creates a file, recreating the directories when they went away (the directory was

@@ -1,0 +1,126 @@
+//! Fills that went to disk as they arrived, stored: the fill's file becomes the entry.
+
+use std::os::unix::fs::MetadataExt;
+use std::time::SystemTime;
+
+use http::{response, HeaderMap, StatusCode};
+
+use super::tests::{entry_files, key, request, temp_dir};
+use crate::{Cache, CacheSettings, CachedObject, DiskSettings, Lookup, StoragePolicy};
+
+fn cache(dir: &std::path::Path) -> Cache {
+    let c = Cache::new(CacheSettings {
+        max_memory_object_bytes: 1 << 16,
+        disk: Some(DiskSettings {
+            path: dir.to_path_buf(),
+            size_bytes: 64 << 20,
+        }),
+        ..CacheSettings::memory(1 << 20, 8 << 20)
+    });
+    c.disk.as_ref().unwrap().wait_loaded();
+    c
+}
+
+fn pattern(from: usize, len: usize) -> Vec<u8> {
+    (from..from + len).map(|i| (i % 251) as u8).collect()
+}
+
+/// The files in the tier's temporary directory.
+fn temporary(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir.join("tmp"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_fill_on_disk_becomes_the_entry_without_a_copy_and_survives_a_restart() {
+    let dir = temp_dir();
+    let req = request(&[]);
+    let (chunk, chunks) = (700_000usize, 4usize);
+    let inode;
+    {
+        let c = cache(&dir);
+        let mut spill = c.spill().expect("a disk tier takes fills");
+        for i in 0..chunks {
+            spill
+                .append(vec![pattern(i * chunk, chunk).into()])
+                .await
+                .unwrap();
+        }
+        // A late reader reads the body, not the room before it.
+        let late = spill.file().read_at(chunk as u64 - 3, 6).await.unwrap();
+        assert_eq!(late.as_ref(), &pattern(chunk - 3, 6)[..]);
+        let files = temporary(&dir);
+        assert_eq!(
+            files.len(),
+            1,
+            "the fill's file is in tmp/ while it is written"
+        );
+        inode = std::fs::metadata(&files[0]).unwrap().ino();
+
+        let mut headers = HeaderMap::new();
+        headers.insert("cache-control", "max-age=600".parse().unwrap());
+        headers.insert("content-type", "video/mp4".parse().unwrap());
+        let mut parts: response::Parts = http::Response::new(()).into_parts().0;
+        parts.headers = headers.clone();
+        let policy = StoragePolicy::new(&req, &parts, SystemTime::now(), 0.1);
+        let object = CachedObject::new(StatusCode::OK, &headers, spill.finish(), policy);
+        assert!(c.store(&key("/film"), &req, object, c.ticket()));
+        c.flush();
+        assert_eq!(c.disk_stats().unwrap().writes, 1);
+        let entries = entry_files(&dir);
+        assert_eq!(entries.len(), 1);
+        assert_eq!(
+            std::fs::metadata(&entries[0]).unwrap().ino(),
+            inode,
+            "the entry is a copy of the fill's file"
+        );
+        assert!(
+            temporary(&dir).is_empty(),
+            "the fill's name is left in tmp/"
+        );
+    }
+    // Read back after a restart (the index rebuilt from the file), byte for byte.
+    let c = cache(&dir);
+    let now = SystemTime::now();
+    let Lookup::Fresh(found) = c.lookup_disk(&key("/film"), &req, now).await else {
+        panic!("the stored fill is not found after a restart");
+    };
+    assert_eq!(found.headers["content-type"], "video/mp4");
+    let mut reader = found.body.reader();
+    let mut body = Vec::new();
+    while let Some(c) = reader.next_chunk().await {
+        body.extend_from_slice(&c.unwrap());
+    }
+    assert_eq!(body, pattern(0, chunk * chunks));
+    assert_eq!(
+        std::fs::metadata(&entry_files(&dir)[0]).unwrap().ino(),
+        inode
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_fill_on_disk_that_is_not_stored_leaves_no_file() {
+    let dir = temp_dir();
+    let c = cache(&dir);
+    let mut spill = c.spill().unwrap();
+    spill
+        .append(vec![pattern(0, 100_000).into()])
+        .await
+        .unwrap();
+    let reader = spill.file();
+    let body = spill.finish();
+    assert_eq!(temporary(&dir).len(), 1);
+    // The name goes with its last holder.
+    drop(body);
+    assert_eq!(
+        temporary(&dir).len(),
+        1,
+        "removed while a reader still reads it"
+    );
+    drop(reader);
+    assert!(temporary(&dir).is_empty());
+    assert!(entry_files(&dir).is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
