@@ -20,6 +20,11 @@
 #   TOP=30 bench/miss-instructions.sh   # also the functions that cost most (inclusive),
 #                                       # from callgrind_annotate of the N2 run
 #   KEEP=dir bench/miss-instructions.sh # keeps both callgrind files in dir
+#   PROXY=haproxy bench/miss-instructions.sh
+#                                       # the same misses through HAProxy's cache
+#                                       # (one thread, `total-max-size` MEMORY in MiB,
+#                                       # `http-reuse always`), counted the same way;
+#                                       # Debian's haproxy, installed when missing
 # Needs valgrind and python3 (valgrind installed with apt-get when missing); builds
 # the release binary unless BUILD=0.
 set -euo pipefail
@@ -36,13 +41,21 @@ BUILD="${BUILD:-1}"
 TOP="${TOP:-0}"
 KEEP="${KEEP:-}"
 BIN="${WEIR_BIN:-$ROOT/target/release/weir}"
+PROXY="${PROXY:-weir}"
+case "$PROXY" in weir|haproxy) ;; *) die "PROXY must be weir or haproxy, not $PROXY" ;; esac
 
 [[ "$N1" =~ ^[0-9]+$ && "$N2" =~ ^[0-9]+$ && "$N2" -gt "$N1" ]] || die "N1 and N2 must be integers, N2 > N1"
 command -v valgrind >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind; }
-if [ "$BUILD" = 1 ]; then
+if [ "$PROXY" = haproxy ]; then
+    command -v haproxy >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy; }
+    BIN="$(command -v haproxy)"
+    # HAProxy's cache takes whole megabytes.
+    mem="${MEMORY%iB}"; mem="${mem%B}"
+    MEMORY_MB=$(( ($(size_bytes "$mem") + (1 << 20) - 1) >> 20 ))
+elif [ "$BUILD" = 1 ]; then
     (cd "$ROOT" && cargo build --release -p weir) >&2
 fi
-[ -x "$BIN" ] || die "no Weir binary at $BIN"
+[ -x "$BIN" ] || die "no binary at $BIN"
 
 TMP="$(mktemp -d -t weir-miss-instr.XXXXXX)"
 PIDS=()
@@ -77,8 +90,8 @@ c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 for i in range(n):
     c.request("GET", f"/{tag}/{i}")
     r = c.getresponse(); r.read()
-    status = r.getheader("cache-status") or ""
-    if r.status != 200 or "fwd=miss" not in status or "stored" not in status:
+    status = r.getheader("cache-status") or r.getheader("x-cache-status") or ""
+    if r.status != 200 or not ("fwd=miss" in status and "stored" in status or status == "MISS"):
         sys.exit(f"request {i}: status {r.status}, cache-status {status}")
 PY
 OPORT=$(pick_port); USED_PORTS+="$OPORT "
@@ -88,15 +101,22 @@ wait_ready origin "${PIDS[-1]}" "$OPORT"
 # instructions N: total instructions of one Weir run serving N misses.
 instructions() {
     local n="$1" port; port=$(pick_port)
-    printf '[server]\nworkers = 1\n[admin]\nlisten = "off"\n[log]\naccess = "off"\n[cache]\nmemory = "%s"\nmax_object = "1MiB"\ndisk = "off"\n[[listen]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\norigin = "http://127.0.0.1:%s"\n' \
-        "$MEMORY" "$port" "$OPORT" > "$TMP/weir.toml"
     local out="$TMP/callgrind.$n"
-    WEIR_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
-        "$BIN" run --config "$TMP/weir.toml" 2>"$TMP/valgrind.$n.log" &
+    if [ "$PROXY" = haproxy ]; then
+        printf 'global\n    nbthread 1\n    pidfile %s\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 60s\n    timeout server 60s\n    option http-keep-alive\ncache misses\n    total-max-size %s\n    max-object-size 262144\n    max-age 86400\nfrontend misses\n    bind 127.0.0.1:%s\n    default_backend origin\nbackend origin\n    http-reuse always\n    http-request cache-use misses\n    http-response cache-store misses\n    http-after-response set-header X-Cache-Status HIT if { res.cache_hit }\n    http-after-response set-header X-Cache-Status MISS unless { res.cache_hit }\n    server o1 127.0.0.1:%s\n' \
+            "$TMP/haproxy.pid" "$MEMORY_MB" "$port" "$OPORT" > "$TMP/haproxy.cfg"
+        valgrind --tool=callgrind --callgrind-out-file="$out" \
+            "$BIN" -db -f "$TMP/haproxy.cfg" </dev/null 2>"$TMP/valgrind.$n.log" >&2 &
+    else
+        printf '[server]\nworkers = 1\n[admin]\nlisten = "off"\n[log]\naccess = "off"\n[cache]\nmemory = "%s"\nmax_object = "1MiB"\ndisk = "off"\n[[listen]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\norigin = "http://127.0.0.1:%s"\n' \
+            "$MEMORY" "$port" "$OPORT" > "$TMP/weir.toml"
+        WEIR_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
+            "$BIN" run --config "$TMP/weir.toml" 2>"$TMP/valgrind.$n.log" &
+    fi
     local pid=$!
     for _ in $(seq 300); do
         (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-        kill -0 "$pid" 2>/dev/null || die "weir exited; see $TMP/valgrind.$n.log"
+        kill -0 "$pid" 2>/dev/null || die "$PROXY exited: $(tail -n 5 "$TMP/valgrind.$n.log")"
         sleep 0.1
     done
     python3 "$TMP/client.py" "$port" "run$n" "$n" || die "client failed"
@@ -112,4 +132,4 @@ if [ -n "$KEEP" ]; then mkdir -p "$KEEP" && cp "$TMP/callgrind.$N1" "$TMP/callgr
 if [ "$TOP" -gt 0 ]; then
     callgrind_annotate --inclusive=yes "$TMP/callgrind.$N2" 2>/dev/null | head -n "$((TOP + 25))" >&2 || true
 fi
-echo "$per instructions per miss ($SIZE objects, memory tier $MEMORY; (I($N2) - I($N1)) / $((N2 - N1)), one worker thread, one keep-alive client connection)"
+echo "$per instructions per miss ($PROXY, $SIZE objects, memory tier $MEMORY; (I($N2) - I($N1)) / $((N2 - N1)), one worker thread, one keep-alive client connection)"
