@@ -9,20 +9,33 @@
 //! which the disk tier empties when it starts.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The name of a file that is removed when this is dropped, unless it was renamed.
 #[derive(Debug)]
 pub(crate) struct TempName {
     path: PathBuf,
+    claimed: AtomicBool,
 }
 
 impl TempName {
     pub(crate) fn new(path: PathBuf) -> TempName {
-        TempName { path }
+        TempName {
+            path,
+            claimed: AtomicBool::new(false),
+        }
     }
 
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the caller is the first to ask: the one that may change the file and
+    /// rename it. The same body can be stored twice (a response stored again after a
+    /// revalidation shares it); every later store copies it instead of touching a file
+    /// that may already be an entry.
+    pub(crate) fn claim(&self) -> bool {
+        !self.claimed.swap(true, Ordering::AcqRel)
     }
 }
 

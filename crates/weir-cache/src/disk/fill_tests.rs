@@ -124,3 +124,51 @@ async fn a_fill_on_disk_that_is_not_stored_leaves_no_file() {
     assert!(entry_files(&dir).is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_fill_stored_twice_becomes_one_entry_and_one_copy() {
+    let dir = temp_dir();
+    let req = request(&[]);
+    let c = cache(&dir);
+    let mut spill = c.spill().unwrap();
+    spill
+        .append(vec![pattern(0, 300_000).into()])
+        .await
+        .unwrap();
+    let inode = std::fs::metadata(&temporary(&dir)[0]).unwrap().ino();
+    let body = spill.finish();
+    let object = |body| {
+        let mut headers = HeaderMap::new();
+        headers.insert("cache-control", "max-age=600".parse().unwrap());
+        let mut parts: response::Parts = http::Response::new(()).into_parts().0;
+        parts.headers = headers.clone();
+        let policy = StoragePolicy::new(&req, &parts, SystemTime::now(), 0.1);
+        CachedObject::new(StatusCode::OK, &headers, body, policy)
+    };
+    // The same body under two keys, as a response stored again after a revalidation
+    // shares its body: the first store takes the file, the second copies it.
+    assert!(c.store(&key("/a"), &req, object(body.clone()), c.ticket()));
+    assert!(c.store(&key("/b"), &req, object(body), c.ticket()));
+    c.flush();
+    assert_eq!(c.disk_stats().unwrap().writes, 2);
+    let inodes: Vec<u64> = entry_files(&dir)
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().ino())
+        .collect();
+    assert_eq!(inodes.len(), 2);
+    assert_eq!(inodes.iter().filter(|&&i| i == inode).count(), 1);
+    drop(c);
+    let c = cache(&dir);
+    for path in ["/a", "/b"] {
+        let Lookup::Fresh(found) = c.lookup_disk(&key(path), &req, SystemTime::now()).await else {
+            panic!("{path} is not found after a restart");
+        };
+        let mut reader = found.body.reader();
+        let mut read = Vec::new();
+        while let Some(c) = reader.next_chunk().await {
+            read.extend_from_slice(&c.unwrap());
+        }
+        assert_eq!(read, pattern(0, 300_000), "{path}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -16,6 +16,7 @@ use super::shared::Shared;
 use crate::body::{Body, FileBody};
 use crate::key::CacheKey;
 use crate::object::CachedObject;
+use crate::temp_name::TempName;
 
 /// Writes queued at most; more are dropped (and counted) rather than let memory grow
 /// behind a slow disk.
@@ -186,9 +187,9 @@ fn write_and_link(shared: &Shared, job: Job) {
 /// file's length.
 fn write_file(shared: &Shared, id: u64, mut meta: Meta, body: &Body) -> io::Result<u64> {
     if let Body::File(f) = body {
-        if f.temp_name.is_some() {
+        if let Some(name) = f.temp_name.as_deref().filter(|n| n.claim()) {
             meta.body_crc = f.crc;
-            match finish_fill_file(shared, id, &meta, f) {
+            match finish_fill_file(shared, id, &meta, f, name) {
                 Ok(len) => return Ok(len),
                 // Copied below instead (for example, the directory of entries is on
                 // another file system than the temporary one).
@@ -231,20 +232,21 @@ fn write_file(shared: &Shared, id: u64, mut meta: Meta, body: &Body) -> io::Resu
     result
 }
 
-/// Makes a fill's file (its body from byte [`format::PREFIX_LEN`] on, see
+/// Makes a fill's file (`name`, its body from byte [`format::PREFIX_LEN`] on, see
 /// `crate::spill`) entry `id`: the metadata after the body, the first bytes, and the
 /// rename into place, so that the body is written once. Returns the file's length.
-fn finish_fill_file(shared: &Shared, id: u64, meta: &Meta, body: &FileBody) -> io::Result<u64> {
-    let Some(name) = &body.temp_name else {
-        return Err(io::Error::other("not a fill's file"));
-    };
+fn finish_fill_file(
+    shared: &Shared,
+    id: u64,
+    meta: &Meta,
+    body: &FileBody,
+    name: &TempName,
+) -> io::Result<u64> {
     if body.offset != format::PREFIX_LEN {
         return Err(io::Error::other("no room for the entry's first bytes"));
     }
     let (prefix, json) = format::encode_tail(meta);
     let end = body.offset + body.len;
-    // Whatever a failed attempt appended before is cut off.
-    body.file.set_len(end)?;
     body.file.write_all_at(&json, end)?;
     body.file.write_all_at(&prefix, 0)?;
     rename_into_place(name.path(), &object_path(&shared.dir, id))?;
