@@ -5,8 +5,8 @@ use std::time::SystemTime;
 
 use http::{response, HeaderMap, StatusCode};
 
-use super::tests::{entry_files, key, request, temp_dir};
-use crate::{Cache, CacheSettings, CachedObject, DiskSettings, Lookup, StoragePolicy};
+use super::tests::{entry_files, key, read_all, request, temp_dir};
+use crate::{Body, Cache, CacheSettings, CachedObject, DiskSettings, Lookup, StoragePolicy};
 
 fn cache(dir: &std::path::Path) -> Cache {
     let c = Cache::new(CacheSettings {
@@ -23,6 +23,17 @@ fn cache(dir: &std::path::Path) -> Cache {
 
 fn pattern(from: usize, len: usize) -> Vec<u8> {
     (from..from + len).map(|i| (i % 251) as u8).collect()
+}
+
+/// A fresh response of `body`, for `req`.
+fn object(req: &http::request::Parts, body: Body) -> CachedObject {
+    let mut headers = HeaderMap::new();
+    headers.insert("cache-control", "max-age=600".parse().unwrap());
+    headers.insert("content-type", "video/mp4".parse().unwrap());
+    let mut parts: response::Parts = http::Response::new(()).into_parts().0;
+    parts.headers = headers.clone();
+    let policy = StoragePolicy::new(req, &parts, SystemTime::now(), 0.1);
+    CachedObject::new(StatusCode::OK, &headers, body, policy)
 }
 
 /// The files in the tier's temporary directory.
@@ -58,13 +69,7 @@ async fn a_fill_on_disk_becomes_the_entry_without_a_copy_and_survives_a_restart(
         );
         inode = std::fs::metadata(&files[0]).unwrap().ino();
 
-        let mut headers = HeaderMap::new();
-        headers.insert("cache-control", "max-age=600".parse().unwrap());
-        headers.insert("content-type", "video/mp4".parse().unwrap());
-        let mut parts: response::Parts = http::Response::new(()).into_parts().0;
-        parts.headers = headers.clone();
-        let policy = StoragePolicy::new(&req, &parts, SystemTime::now(), 0.1);
-        let object = CachedObject::new(StatusCode::OK, &headers, spill.finish(), policy);
+        let object = object(&req, spill.finish());
         assert!(c.store(&key("/film"), &req, object, c.ticket()));
         c.flush();
         assert_eq!(c.disk_stats().unwrap().writes, 1);
@@ -87,11 +92,7 @@ async fn a_fill_on_disk_becomes_the_entry_without_a_copy_and_survives_a_restart(
         panic!("the stored fill is not found after a restart");
     };
     assert_eq!(found.headers["content-type"], "video/mp4");
-    let mut reader = found.body.reader();
-    let mut body = Vec::new();
-    while let Some(c) = reader.next_chunk().await {
-        body.extend_from_slice(&c.unwrap());
-    }
+    let body = read_all(&found.body).await.unwrap();
     assert_eq!(body, pattern(0, chunk * chunks));
     assert_eq!(
         std::fs::metadata(&entry_files(&dir)[0]).unwrap().ino(),
@@ -137,18 +138,10 @@ async fn a_fill_stored_twice_becomes_one_entry_and_one_copy() {
         .unwrap();
     let inode = std::fs::metadata(&temporary(&dir)[0]).unwrap().ino();
     let body = spill.finish();
-    let object = |body| {
-        let mut headers = HeaderMap::new();
-        headers.insert("cache-control", "max-age=600".parse().unwrap());
-        let mut parts: response::Parts = http::Response::new(()).into_parts().0;
-        parts.headers = headers.clone();
-        let policy = StoragePolicy::new(&req, &parts, SystemTime::now(), 0.1);
-        CachedObject::new(StatusCode::OK, &headers, body, policy)
-    };
     // The same body under two keys, as a response stored again after a revalidation
     // shares its body: the first store takes the file, the second copies it.
-    assert!(c.store(&key("/a"), &req, object(body.clone()), c.ticket()));
-    assert!(c.store(&key("/b"), &req, object(body), c.ticket()));
+    assert!(c.store(&key("/a"), &req, object(&req, body.clone()), c.ticket()));
+    assert!(c.store(&key("/b"), &req, object(&req, body), c.ticket()));
     c.flush();
     assert_eq!(c.disk_stats().unwrap().writes, 2);
     let inodes: Vec<u64> = entry_files(&dir)
@@ -163,11 +156,7 @@ async fn a_fill_stored_twice_becomes_one_entry_and_one_copy() {
         let Lookup::Fresh(found) = c.lookup_disk(&key(path), &req, SystemTime::now()).await else {
             panic!("{path} is not found after a restart");
         };
-        let mut reader = found.body.reader();
-        let mut read = Vec::new();
-        while let Some(c) = reader.next_chunk().await {
-            read.extend_from_slice(&c.unwrap());
-        }
+        let read = read_all(&found.body).await.unwrap();
         assert_eq!(read, pattern(0, 300_000), "{path}");
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -75,7 +75,7 @@ pub(super) fn key(path: &str) -> CacheKey {
     CacheKey::for_url("http", "h", path)
 }
 
-async fn read_all(body: &Body) -> Result<Vec<u8>, std::io::Error> {
+pub(super) async fn read_all(body: &Body) -> Result<Vec<u8>, std::io::Error> {
     let mut r = body.reader();
     let mut out = Vec::new();
     while let Some(c) = r.next_chunk().await {
