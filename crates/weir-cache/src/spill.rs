@@ -41,16 +41,21 @@ impl SpillFile {
     }
 }
 
+/// What a failed write of a fill is told to (the disk tier counts and logs it).
+pub(crate) type OnWriteError = Arc<dyn Fn(&io::Error) + Send + Sync>;
+
 /// A fill being written to disk. Made by [`Cache::spill`](crate::Cache::spill).
 pub struct Spill {
     file: Arc<SpillFile>,
     len: u64,
     crc: crc32fast::Hasher,
+    on_error: OnWriteError,
 }
 
 impl Spill {
-    /// A fill written to `file` (named `name`) from byte `body_at` on.
-    pub(crate) fn new(file: File, name: TempName, body_at: u64) -> Spill {
+    /// A fill written to `file` (named `name`) from byte `body_at` on; a write that
+    /// fails is told to `on_error`.
+    pub(crate) fn new(file: File, name: TempName, body_at: u64, on_error: OnWriteError) -> Spill {
         Spill {
             file: Arc::new(SpillFile {
                 file: Arc::new(file),
@@ -59,6 +64,7 @@ impl Spill {
             }),
             len: 0,
             crc: crc32fast::Hasher::new(),
+            on_error,
         }
     }
 
@@ -99,12 +105,16 @@ impl Spill {
             }
             Ok(())
         };
-        match tokio::runtime::Handle::try_current() {
+        let written = match tokio::runtime::Handle::try_current() {
             Ok(h) => h
                 .spawn_blocking(write)
                 .await
-                .unwrap_or_else(|e| Err(io::Error::other(e)))?,
-            Err(_) => write()?,
+                .unwrap_or_else(|e| Err(io::Error::other(e))),
+            Err(_) => write(),
+        };
+        if let Err(e) = written {
+            (self.on_error)(&e);
+            return Err(e);
         }
         self.len += total;
         Ok(())
@@ -120,5 +130,36 @@ impl Spill {
             damage: DamageReport::none(),
             temp_name: Some(self.file.name.clone()),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_failed_write_is_told_and_returned() {
+        // Every write to /dev/full fails as a full disk does (ENOSPC).
+        let full = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let told = Arc::new(AtomicUsize::new(0));
+        let count = told.clone();
+        let name = TempName::new(std::env::temp_dir().join("weir-spill-test-never-made"));
+        let on_error: OnWriteError = Arc::new(move |e: &io::Error| {
+            assert_eq!(e.raw_os_error(), Some(28), "{e}");
+            count.fetch_add(1, Ordering::Relaxed);
+        });
+        let mut spill = Spill::new(full, name, 16, on_error);
+        assert!(spill
+            .append(vec![Bytes::from_static(b"body")])
+            .await
+            .is_err());
+        assert_eq!(told.load(Ordering::Relaxed), 1);
+        assert_eq!(spill.len(), 0, "a failed write is not counted as written");
     }
 }

@@ -120,7 +120,8 @@ fn spill() -> crate::spill::Spill {
         .truncate(true)
         .open(&path)
         .unwrap();
-    crate::spill::Spill::new(file, crate::temp_name::TempName::new(path), 16)
+    let on_error: crate::spill::OnWriteError = std::sync::Arc::new(|_: &std::io::Error| {});
+    crate::spill::Spill::new(file, crate::temp_name::TempName::new(path), 16, on_error)
 }
 
 #[tokio::test]

@@ -1,7 +1,9 @@
 //! Files for fills that go to disk as they arrive (see `crate::spill`).
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
+use crate::spill::{OnWriteError, Spill};
 use crate::temp_name::TempName;
 
 use super::format;
@@ -11,7 +13,7 @@ use super::DiskTier;
 impl DiskTier {
     /// A file for a fill to be written to as it arrives; `None` while the index is
     /// being rebuilt (nothing is stored then) or when no file can be made.
-    pub(crate) fn spill(&self) -> Option<crate::spill::Spill> {
+    pub(crate) fn spill(&self) -> Option<Spill> {
         if self.shared.loading.load(Ordering::Acquire) {
             return None;
         }
@@ -34,17 +36,25 @@ impl DiskTier {
         match file {
             // The body after room for an entry's first bytes: the metadata goes after
             // the body (format.rs), and the file becomes the entry as it is.
-            Ok(file) => Some(crate::spill::Spill::new(
-                file,
-                TempName::new(path),
-                format::PREFIX_LEN,
-            )),
+            Ok(file) => {
+                // Counted and logged with the tier's other failed writes (the response
+                // is then served without being stored). Weak: a fill does not keep the
+                // tier alive.
+                let shared = Arc::downgrade(&self.shared);
+                let on_error: OnWriteError = Arc::new(move |e: &std::io::Error| {
+                    if let Some(shared) = shared.upgrade() {
+                        shared.write_failed(e);
+                    }
+                });
+                Some(Spill::new(
+                    file,
+                    TempName::new(path),
+                    format::PREFIX_LEN,
+                    on_error,
+                ))
+            }
             Err(e) => {
-                self.shared
-                    .counters
-                    .write_errors
-                    .fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(dir = %dir.display(), "disk cache: cannot make a file for a fill ({e}); it is not stored");
+                self.shared.write_failed(&e);
                 None
             }
         }

@@ -75,6 +75,17 @@ impl Missed {
 }
 
 impl Shared {
+    /// Counts a failed write (an entry's, or a fill's going to disk as it arrives); the
+    /// first of a series is logged, until a write of the writer thread succeeds again.
+    pub(super) fn write_failed(&self, e: &std::io::Error) {
+        self.counters.write_errors.fetch_add(1, Ordering::Relaxed);
+        if !self.failing.swap(true, Ordering::Relaxed) {
+            tracing::error!(dir = %self.dir.display(), "disk cache: cannot write ({e}); responses are served but not stored on disk until writes succeed again");
+        }
+    }
+}
+
+impl Shared {
     pub(super) fn pending(&self) -> MutexGuard<'_, HashMap<CacheKey, Pending, KeyHashing>> {
         lock(&self.pending)
     }

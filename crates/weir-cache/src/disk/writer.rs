@@ -150,10 +150,7 @@ fn write_and_link(shared: &Shared, job: Job) {
     let file_len = match write_file(shared, job.id, meta, &object.body) {
         Ok(n) => n,
         Err(e) => {
-            shared.counters.write_errors.fetch_add(1, Ordering::Relaxed);
-            if !shared.failing.swap(true, Ordering::Relaxed) {
-                tracing::error!(dir = %shared.dir.display(), "disk cache: cannot write ({e}); responses are served but not stored on disk until writes succeed again");
-            }
+            shared.write_failed(&e);
             shared.forget_pending(&job.key, job.id);
             return;
         }
