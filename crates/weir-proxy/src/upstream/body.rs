@@ -5,13 +5,13 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
-use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
 use http_body::{Body, SizeHint};
 use hyper::body::Incoming;
 
+use super::timer::IdleLimit;
 use super::UpstreamError;
 use super::{h1, h2_pool, owned};
 use crate::body::request::BoxError;
@@ -74,35 +74,6 @@ enum ResumeState {
     Rest(Box<UpstreamBody>, u64),
     /// Asking again failed too: the body ended in the first error.
     Failed,
-}
-
-/// The longest an origin may leave a body without new data. The timer is made the
-/// first time the body has nothing ready, so a body that arrives at once costs none.
-pub(super) struct IdleLimit {
-    limit: Duration,
-    timer: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl IdleLimit {
-    pub(super) fn new(limit: Duration) -> IdleLimit {
-        IdleLimit { limit, timer: None }
-    }
-
-    /// Data arrived: the limit starts again.
-    fn data(&mut self) {
-        if let Some(t) = self.timer.as_mut() {
-            t.as_mut().reset(tokio::time::Instant::now() + self.limit);
-        }
-    }
-
-    /// Nothing is ready: whether the limit has passed (registering `cx` if not).
-    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
-        let limit = self.limit;
-        let timer = self
-            .timer
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
-        std::future::Future::poll(timer.as_mut(), cx).is_ready()
-    }
 }
 
 impl UpstreamBody {

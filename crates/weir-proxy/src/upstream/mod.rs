@@ -18,6 +18,7 @@ mod h2_pool;
 mod origin_addr;
 mod origins;
 mod owned;
+mod timer;
 mod tls;
 
 use std::collections::HashMap;
@@ -38,11 +39,12 @@ use connect::Negotiated;
 use origins::{Configured, Dispatch, Origin, HTTP1, HTTP2, RECENT_ORIGINS, UNKNOWN};
 use tls::{Alpn, TlsConfigs};
 
-use body::{Hold, IdleLimit};
+use body::Hold;
 pub(crate) use body::{Resume, ResumeFrom, UpstreamBody};
 pub(crate) use error::UpstreamError;
 pub(crate) use origin_addr::OriginAddr;
 pub(crate) use origins::Upstream;
+use timer::{ExchangeTimer, IdleLimit};
 
 impl Upstream {
     /// The pools, with the `[[origin]]` sections' settings. Fails when a `ca_file`
@@ -268,13 +270,13 @@ impl Upstream {
                 Some(conn) => (conn, false),
                 None => h1::checkout(self, origin).await?,
             };
-            let result =
-                tokio::time::timeout(self.response_timeout, conn.sender.try_send_request(request))
-                    .await;
+            // One timer for the response's deadline, then the body's idle limit.
+            let mut timer = ExchangeTimer::new(self.response_timeout);
+            let result = timer.bound(conn.sender.try_send_request(request)).await;
             let sent = match result {
-                Err(_) => return Err(UpstreamError::Timeout),
-                Ok(Ok(resp)) => Sent::Answered(Ok(resp)),
-                Ok(Err(mut e)) => match e.take_message() {
+                None => return Err(UpstreamError::Timeout),
+                Some(Ok(resp)) => Sent::Answered(Ok(resp)),
+                Some(Err(mut e)) => match e.take_message() {
                     // Never written: the pooled connection was already closing. Try a new one.
                     Some(request) if reused => Sent::Unsent(request),
                     _ => Sent::Answered(Err(e.into_error())),
@@ -300,7 +302,7 @@ impl Upstream {
                     } else {
                         Hold::Http1(conn)
                     };
-                    let idle = IdleLimit::new(self.body_idle);
+                    let idle = timer.into_idle(self.body_idle);
                     Ok(resp.map(|inner| UpstreamBody {
                         inner,
                         hold,

@@ -1,0 +1,156 @@
+//! The timers of an exchange with an origin: how long its response may take, then how
+//! long its body may leave without new data.
+//!
+//! An HTTP/1.1 exchange has one timer for both ([`ExchangeTimer`], then
+//! [`IdleLimit`]), and the idle limit is moved lazily: data only notes when the limit
+//! now ends, and the timer is moved there when it fires early. A timer made, armed and
+//! dropped for the response, another for the body, and a reset for every chunk (the
+//! timer wheel's lock each time) cost a 1 KB miss about 550 instructions more than
+//! one timer and a clock read per chunk (callgrind, docs/benchmarks.md).
+
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+
+/// The deadline of an origin's response, on a timer the body's idle limit then reuses.
+pub(super) struct ExchangeTimer(Pin<Box<Sleep>>);
+
+impl ExchangeTimer {
+    /// A deadline `after` from now; the timer is armed when first polled.
+    pub(super) fn new(after: Duration) -> ExchangeTimer {
+        ExchangeTimer(Box::pin(tokio::time::sleep(after)))
+    }
+
+    /// `fut`'s output, or `None` when the deadline passes first.
+    ///
+    /// Cancel safety: dropping the returned future drops `fut`; the deadline stays.
+    pub(super) async fn bound<F: Future>(&mut self, fut: F) -> Option<F::Output> {
+        let mut fut = pin!(fut);
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+                return Poll::Ready(Some(out));
+            }
+            match self.0.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await
+    }
+
+    /// The body's idle limit from now on, on the same timer.
+    pub(super) fn into_idle(self, limit: Duration) -> IdleLimit {
+        let due = Instant::now() + limit;
+        let mut timer = self.0;
+        // Firing early is checked when it fires; firing late is not.
+        if timer.deadline() > due {
+            timer.as_mut().reset(due);
+        }
+        IdleLimit {
+            limit,
+            timer: Some(timer),
+            due: Some(due),
+        }
+    }
+}
+
+/// The longest an origin may leave a body without new data. Without a timer handed
+/// over, the timer is made the first time the body has nothing ready, so a body that
+/// arrives at once costs none.
+pub(super) struct IdleLimit {
+    pub(super) limit: Duration,
+    timer: Option<Pin<Box<Sleep>>>,
+    /// When the limit ends, if data came since the timer was last set.
+    due: Option<Instant>,
+}
+
+impl IdleLimit {
+    pub(super) fn new(limit: Duration) -> IdleLimit {
+        IdleLimit {
+            limit,
+            timer: None,
+            due: None,
+        }
+    }
+
+    /// Data arrived: the limit starts again.
+    pub(super) fn data(&mut self) {
+        if self.timer.is_some() {
+            self.due = Some(Instant::now() + self.limit);
+        }
+    }
+
+    /// Nothing is ready: whether the limit has passed (registering `cx` if not).
+    pub(super) fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        let limit = self.limit;
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        loop {
+            if timer.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            match self.due.take() {
+                // Data came after the timer was set: the limit ends later.
+                Some(due) if due > timer.deadline() => timer.as_mut().reset(due),
+                _ => return true,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn poll_expired(idle: &mut IdleLimit) -> bool {
+        let waker = std::task::Waker::noop();
+        idle.expired(&mut Context::from_waker(waker))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_idle_limit_counts_from_the_last_data() {
+        let mut idle = IdleLimit::new(Duration::from_secs(10));
+        assert!(!poll_expired(&mut idle));
+        tokio::time::advance(Duration::from_secs(6)).await;
+        idle.data();
+        tokio::time::advance(Duration::from_secs(6)).await;
+        // The timer set at 0 fired at 10; data came at 6: the limit ends at 16.
+        assert!(!poll_expired(&mut idle), "ended 6 s after data");
+        tokio::time::advance(Duration::from_secs(3)).await;
+        assert!(!poll_expired(&mut idle));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(poll_expired(&mut idle), "not ended 11 s after data");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_response_deadline_then_the_idle_limit_share_a_timer() {
+        let mut timer = ExchangeTimer::new(Duration::from_secs(5));
+        assert_eq!(timer.bound(std::future::ready(7)).await, Some(7));
+        let never = std::future::pending::<()>();
+        let start = Instant::now();
+        assert_eq!(timer.bound(never).await, None);
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+
+        // A shorter idle limit than what is left of the deadline moves the timer in.
+        let timer = ExchangeTimer::new(Duration::from_secs(60));
+        let mut idle = timer.into_idle(Duration::from_secs(2));
+        assert!(!poll_expired(&mut idle));
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(
+            poll_expired(&mut idle),
+            "the idle limit waited for the deadline"
+        );
+
+        // A longer one waits for the data it counts from.
+        let timer = ExchangeTimer::new(Duration::from_secs(1));
+        let mut idle = timer.into_idle(Duration::from_secs(4));
+        tokio::time::advance(Duration::from_secs(3)).await;
+        assert!(!poll_expired(&mut idle), "ended at the response's deadline");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(poll_expired(&mut idle));
+    }
+}
