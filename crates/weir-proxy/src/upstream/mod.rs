@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use thread_local::ThreadLocal;
 
@@ -44,7 +44,7 @@ pub(crate) use body::{Resume, ResumeFrom, UpstreamBody};
 pub(crate) use error::UpstreamError;
 pub(crate) use origin_addr::OriginAddr;
 pub(crate) use origins::Upstream;
-use timer::{ExchangeTimer, IdleLimit};
+use timer::ExchangeTimer;
 
 impl Upstream {
     /// The pools, with the `[[origin]]` sections' settings. Fails when a `ca_file`
@@ -346,7 +346,8 @@ impl Upstream {
         origin: &Arc<Origin>,
         mut request: Request<RequestBody>,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
-        let deadline = Instant::now() + self.response_timeout;
+        let mut timer = ExchangeTimer::new(self.response_timeout);
+        let deadline = timer.deadline();
         let mut retried = false;
         loop {
             let copy = if retried {
@@ -356,17 +357,16 @@ impl Upstream {
             };
             let method = request.method().clone();
             let (slot, mut sender) = h2::acquire(self, origin, deadline).await?;
-            let sent =
-                tokio::time::timeout_at(deadline.into(), sender.try_send_request(request)).await;
+            let sent = timer.bound(sender.try_send_request(request)).await;
             match sent {
-                Err(_) => return Err(UpstreamError::Timeout),
-                Ok(Ok(resp)) => {
+                None => return Err(UpstreamError::Timeout),
+                Some(Ok(resp)) => {
                     let hold = if resp.body().is_end_stream() {
                         Hold::None
                     } else {
                         Hold::Http2 { _slot: slot }
                     };
-                    let idle = IdleLimit::new(self.body_idle);
+                    let idle = timer.into_idle(self.body_idle);
                     return Ok(resp.map(|inner| UpstreamBody {
                         inner,
                         hold,
@@ -375,7 +375,7 @@ impl Upstream {
                         trailers: None,
                     }));
                 }
-                Ok(Err(mut e)) => {
+                Some(Err(mut e)) => {
                     let unsent = e.take_message();
                     let error = e.into_error();
                     if retried {

@@ -1,12 +1,12 @@
 //! The timers of an exchange with an origin: how long its response may take, then how
 //! long its body may leave without new data.
 //!
-//! An HTTP/1.1 exchange has one timer for both ([`ExchangeTimer`], then
-//! [`IdleLimit`]), and the idle limit is moved lazily: data only notes when the limit
-//! now ends, and the timer is moved there when it fires early. A timer made, armed and
-//! dropped for the response, another for the body, and a reset for every chunk (the
-//! timer wheel's lock each time) cost a 1 KB miss about 550 instructions more than
-//! one timer and a clock read per chunk (callgrind, docs/benchmarks.md).
+//! An exchange has one timer for both ([`ExchangeTimer`], then [`IdleLimit`]), moved
+//! lazily: data only notes when the limit now ends, and the timer is moved there when
+//! it fires early. A timer made, armed and dropped for the response, another for the
+//! body, and a reset for every chunk (the timer wheel's lock each time) cost a 1 KB
+//! miss about 550 instructions more than one timer and a clock read per chunk
+//! (callgrind, docs/benchmarks.md).
 
 use std::future::Future;
 use std::pin::{pin, Pin};
@@ -22,6 +22,11 @@ impl ExchangeTimer {
     /// A deadline `after` from now; the timer is armed when first polled.
     pub(super) fn new(after: Duration) -> ExchangeTimer {
         ExchangeTimer(Box::pin(tokio::time::sleep(after)))
+    }
+
+    /// When the response's deadline passes.
+    pub(super) fn deadline(&self) -> std::time::Instant {
+        self.0.deadline().into_std()
     }
 
     /// `fut`'s output, or `None` when the deadline passes first.
@@ -41,61 +46,54 @@ impl ExchangeTimer {
         .await
     }
 
-    /// The body's idle limit from now on, on the same timer.
+    /// The body's idle limit, on the same timer. It counts from the first time the
+    /// body has nothing ready, as a timer made then would.
     pub(super) fn into_idle(self, limit: Duration) -> IdleLimit {
-        let due = Instant::now() + limit;
-        let mut timer = self.0;
-        // Firing early is checked when it fires; firing late is not.
-        if timer.deadline() > due {
-            timer.as_mut().reset(due);
-        }
         IdleLimit {
             limit,
-            timer: Some(timer),
-            due: Some(due),
+            timer: self.0,
+            due: None,
+            counting: false,
         }
     }
 }
 
-/// The longest an origin may leave a body without new data. Without a timer handed
-/// over, the timer is made the first time the body has nothing ready, so a body that
-/// arrives at once costs none.
+/// The longest an origin may leave a body without new data, on its exchange's timer.
 pub(super) struct IdleLimit {
     pub(super) limit: Duration,
-    timer: Option<Pin<Box<Sleep>>>,
-    /// When the limit ends, if data came since the timer was last set.
+    timer: Pin<Box<Sleep>>,
+    /// When the limit ends, if later than the timer is set for.
     due: Option<Instant>,
+    /// Whether the body has waited yet (the limit counts from then).
+    counting: bool,
 }
 
 impl IdleLimit {
-    pub(super) fn new(limit: Duration) -> IdleLimit {
-        IdleLimit {
-            limit,
-            timer: None,
-            due: None,
-        }
-    }
-
     /// Data arrived: the limit starts again.
     pub(super) fn data(&mut self) {
-        if self.timer.is_some() {
+        if self.counting {
             self.due = Some(Instant::now() + self.limit);
         }
     }
 
     /// Nothing is ready: whether the limit has passed (registering `cx` if not).
     pub(super) fn expired(&mut self, cx: &mut Context<'_>) -> bool {
-        let limit = self.limit;
-        let timer = self
-            .timer
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        if !std::mem::replace(&mut self.counting, true) {
+            let due = Instant::now() + self.limit;
+            // Firing early is checked when it fires; firing late is not.
+            if self.timer.deadline() > due {
+                self.timer.as_mut().reset(due);
+            } else {
+                self.due = Some(due);
+            }
+        }
         loop {
-            if timer.as_mut().poll(cx).is_pending() {
+            if self.timer.as_mut().poll(cx).is_pending() {
                 return false;
             }
             match self.due.take() {
                 // Data came after the timer was set: the limit ends later.
-                Some(due) if due > timer.deadline() => timer.as_mut().reset(due),
+                Some(due) if due > self.timer.deadline() => self.timer.as_mut().reset(due),
                 _ => return true,
             }
         }
@@ -113,7 +111,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_idle_limit_counts_from_the_last_data() {
-        let mut idle = IdleLimit::new(Duration::from_secs(10));
+        let timer = ExchangeTimer::new(Duration::from_secs(10));
+        let mut idle = timer.into_idle(Duration::from_secs(10));
         assert!(!poll_expired(&mut idle));
         tokio::time::advance(Duration::from_secs(6)).await;
         idle.data();
@@ -148,9 +147,18 @@ mod tests {
         // A longer one waits for the data it counts from.
         let timer = ExchangeTimer::new(Duration::from_secs(1));
         let mut idle = timer.into_idle(Duration::from_secs(4));
+        assert!(!poll_expired(&mut idle));
         tokio::time::advance(Duration::from_secs(3)).await;
         assert!(!poll_expired(&mut idle), "ended at the response's deadline");
         tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(poll_expired(&mut idle));
+
+        // It counts from the body's first wait, not from when the response came.
+        let timer = ExchangeTimer::new(Duration::from_secs(1));
+        let mut idle = timer.into_idle(Duration::from_secs(4));
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert!(!poll_expired(&mut idle), "counted before the body waited");
+        tokio::time::advance(Duration::from_secs(4)).await;
         assert!(poll_expired(&mut idle));
     }
 }
