@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::{request, Request, Response, StatusCode};
 use weir_api::Event;
 
@@ -33,11 +33,21 @@ pub(crate) fn upstream_request(
     let mut headers = parts.headers.clone();
     headers::remove_hop_by_hop(&mut headers);
     // Weir reads the client's body only when it forwards it, which is what makes hyper
-    // send `100 Continue`; the origin need not see the expectation.
-    headers.remove(header::EXPECT);
-    if strip_conditionals {
-        headers.remove(header::IF_NONE_MATCH);
-        headers.remove(header::IF_MODIFIED_SINCE);
+    // send `100 Continue`; the origin need not see the expectation. The conditions are
+    // the cache's to send. All are rare: one pass over the names (standard names
+    // compare as integers) spares a hashed lookup for each when none is there.
+    let strip: &[HeaderName] = match strip_conditionals {
+        true => &[
+            header::EXPECT,
+            header::IF_NONE_MATCH,
+            header::IF_MODIFIED_SINCE,
+        ],
+        false => &[header::EXPECT],
+    };
+    if headers.keys().any(|name| strip.contains(name)) {
+        for name in strip {
+            headers.remove(name);
+        }
     }
     headers.insert(header::HOST, target.host.clone());
     if parts.version == http::Version::HTTP_2 {

@@ -234,6 +234,39 @@ async fn clients_own_conditional_requests_get_304_from_the_cache() {
 }
 
 #[tokio::test]
+async fn a_conditional_miss_fetches_the_whole_response_to_store_it() {
+    let (origin, _proxy, client) = setup();
+    let last_modified = http_date(7200);
+    origin.route(
+        "/cond-miss",
+        Reply::ok("the whole body")
+            .cc("max-age=60")
+            .header("etag", "\"abc\"")
+            .header("last-modified", last_modified.clone()),
+    );
+    let url = origin.url("/cond-miss");
+    let r = get(
+        &client,
+        &url,
+        &[
+            ("if-none-match", "\"abc\""),
+            ("if-modified-since", last_modified.as_str()),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, 304, "the client's conditions are answered");
+    let seen = origin.last("/cond-miss").unwrap();
+    assert!(
+        !seen.has_header("if-none-match") && !seen.has_header("if-modified-since"),
+        "the client's conditions reached the origin"
+    );
+    let r = get(&client, &url, &[]).await;
+    assert_eq!(r.text(), "the whole body");
+    assert_hit(&r, "stored from the conditional miss");
+    assert_eq!(origin.count("/cond-miss"), 1);
+}
+
+#[tokio::test]
 async fn if_modified_since_uses_the_date_without_last_modified() {
     let (origin, _proxy, client) = setup();
     origin.route("/dated", Reply::ok("dated body").cc("max-age=60"));

@@ -146,7 +146,12 @@ fn expect_100_continue() {
     let r = conn.read_final(false).expect("final response");
     assert_eq!((r.status, r.text().as_str()), (200, "hello world"));
     assert_eq!(origin.count("/upload"), 1);
-    assert_eq!(&origin.last("/upload").unwrap().body[..], b"hello world");
+    let seen = origin.last("/upload").unwrap();
+    assert_eq!(&seen.body[..], b"hello world");
+    assert!(
+        !seen.has_header("expect"),
+        "the expectation was forwarded to the origin"
+    );
 }
 
 #[test]
