@@ -125,14 +125,14 @@ pub(crate) fn read_head(file: &mut File, file_len: u64) -> Result<(Meta, u64), D
     if meta_len > MAX_META || PREFIX_LEN + meta_len as u64 > file_len {
         return Err(Damage::Bad("header cut short".into()));
     }
-    // Where the metadata is, and where the body starts.
-    let (meta_at, body_at) = match tail {
-        false => (PREFIX_LEN, PREFIX_LEN + meta_len as u64),
-        true => (file_len - meta_len as u64, PREFIX_LEN),
+    // Where the body starts; the metadata is next (head first) or at the end.
+    let body_at = match tail {
+        false => PREFIX_LEN + meta_len as u64,
+        true => {
+            file.seek(SeekFrom::Start(file_len - meta_len as u64))?;
+            PREFIX_LEN
+        }
     };
-    if tail {
-        file.seek(SeekFrom::Start(meta_at))?;
-    }
     let mut json = vec![0u8; meta_len as usize];
     file.read_exact(&mut json)?;
     if crc32fast::hash(&json) != meta_crc {

@@ -83,9 +83,7 @@ impl Shared {
             tracing::error!(dir = %self.dir.display(), "disk cache: cannot write ({e}); responses are served but not stored on disk until writes succeed again");
         }
     }
-}
 
-impl Shared {
     pub(super) fn pending(&self) -> MutexGuard<'_, HashMap<CacheKey, Pending, KeyHashing>> {
         lock(&self.pending)
     }
