@@ -36,6 +36,13 @@ fn object(req: &http::request::Parts, body: Body) -> CachedObject {
     CachedObject::new(StatusCode::OK, &headers, body, policy)
 }
 
+/// A fill on disk of `len` bytes of the pattern, not finished.
+async fn spilled(c: &Cache, len: usize) -> crate::Spill {
+    let mut spill = c.spill().expect("a disk tier takes fills");
+    spill.append(vec![pattern(0, len).into()]).await.unwrap();
+    spill
+}
+
 /// The files in the tier's temporary directory.
 fn temporary(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     std::fs::read_dir(dir.join("tmp"))
@@ -105,11 +112,7 @@ async fn a_fill_on_disk_becomes_the_entry_without_a_copy_and_survives_a_restart(
 async fn a_fill_on_disk_that_is_not_stored_leaves_no_file() {
     let dir = temp_dir();
     let c = cache(&dir);
-    let mut spill = c.spill().unwrap();
-    spill
-        .append(vec![pattern(0, 100_000).into()])
-        .await
-        .unwrap();
+    let spill = spilled(&c, 100_000).await;
     let reader = spill.file();
     let body = spill.finish();
     assert_eq!(temporary(&dir).len(), 1);
@@ -131,11 +134,7 @@ async fn a_fill_stored_twice_becomes_one_entry_and_one_copy() {
     let dir = temp_dir();
     let req = request(&[]);
     let c = cache(&dir);
-    let mut spill = c.spill().unwrap();
-    spill
-        .append(vec![pattern(0, 300_000).into()])
-        .await
-        .unwrap();
+    let spill = spilled(&c, 300_000).await;
     let inode = std::fs::metadata(&temporary(&dir)[0]).unwrap().ino();
     let body = spill.finish();
     // The same body under two keys, as a response stored again after a revalidation

@@ -145,7 +145,10 @@ fn write_and_link(shared: &Shared, job: Job) {
             .map(|a| a.origin_values().clone())
             .unwrap_or_default(),
         body_len: object.body.len(),
-        body_crc: 0,
+        body_crc: match &object.body {
+            Body::Memory(b) => crc32fast::hash(b),
+            Body::File(f) => f.crc,
+        },
     };
     let file_len = match write_file(shared, job.id, meta, &object.body) {
         Ok(n) => n,
@@ -182,10 +185,9 @@ fn write_and_link(shared: &Shared, job: Job) {
 
 /// Writes the entry under a temporary name and renames it into place. Returns the
 /// file's length.
-fn write_file(shared: &Shared, id: u64, mut meta: Meta, body: &Body) -> io::Result<u64> {
+fn write_file(shared: &Shared, id: u64, meta: Meta, body: &Body) -> io::Result<u64> {
     if let Body::File(f) = body {
         if let Some(name) = f.temp_name.as_deref().filter(|n| n.claim()) {
-            meta.body_crc = f.crc;
             match finish_fill_file(shared, id, &meta, f, name) {
                 Ok(len) => return Ok(len),
                 // Copied below instead (for example, the directory of entries is on
@@ -201,10 +203,6 @@ fn write_file(shared: &Shared, id: u64, mut meta: Meta, body: &Body) -> io::Resu
     let tmp = temp_dir(&shared.dir).join(format!("{id:016x}"));
     let result = (|| {
         let mut file = create(&tmp)?;
-        meta.body_crc = match body {
-            Body::Memory(b) => crc32fast::hash(b),
-            Body::File(f) => f.crc,
-        };
         let head = format::encode_head(&meta);
         file.write_all(&head)?;
         match body {
