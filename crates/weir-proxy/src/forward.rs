@@ -57,12 +57,22 @@ pub(crate) fn upstream_request(
     headers::append_via(&mut headers, parts.version);
     let mut req = Request::new(body);
     *req.method_mut() = parts.method.clone();
-    *req.uri_mut() = target
-        .path_and_query
-        .parse()
-        .unwrap_or_else(|_| http::Uri::from_static("/"));
+    *req.uri_mut() = upstream_uri(parts, target);
     *req.headers_mut() = headers;
     req
+}
+
+/// The request target sent to the origin: the target's path and query, which are the
+/// client's (`target.rs` reads them from its URI): shared with the client's URI rather
+/// than parsed and copied again, unless they differ.
+fn upstream_uri(parts: &request::Parts, target: &Target) -> http::Uri {
+    match parts.uri.path_and_query() {
+        Some(pq) if pq.as_str() == target.path_and_query => http::Uri::from(pq.clone()),
+        _ => target
+            .path_and_query
+            .parse()
+            .unwrap_or_else(|_| http::Uri::from_static("/")),
+    }
 }
 
 /// Has the 1xx responses the origin sends for `req` relayed to the client of `target`
@@ -204,4 +214,39 @@ pub(crate) fn without_validators(req: &http::Request<RequestBody>) -> http::Requ
     copy.headers_mut().remove(header::IF_NONE_MATCH);
     copy.headers_mut().remove(header::IF_MODIFIED_SINCE);
     copy
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(path_and_query: &str) -> Target {
+        Target {
+            origin: OriginAddr::http("a.example", 80),
+            host: HeaderValue::from_static("a.example"),
+            path_and_query: path_and_query.to_string(),
+            targeted: false,
+            interim: None,
+        }
+    }
+
+    fn sent(client_uri: &str, target: &Target) -> String {
+        let (parts, ()) = Request::get(client_uri).body(()).unwrap().into_parts();
+        let req = upstream_request(&parts, target, RequestBody::Empty, false);
+        req.uri().to_string()
+    }
+
+    #[test]
+    fn the_origin_gets_the_targets_path_and_query_in_origin_form() {
+        // The client's own, as target.rs reads them: origin-form and absolute-form.
+        let t = target("/a/b%20c?x=1&y=%2F");
+        assert_eq!(sent("/a/b%20c?x=1&y=%2F", &t), "/a/b%20c?x=1&y=%2F");
+        assert_eq!(
+            sent("http://a.example/a/b%20c?x=1&y=%2F", &t),
+            "/a/b%20c?x=1&y=%2F"
+        );
+        // A target that is not the client's URI's is the one sent.
+        assert_eq!(sent("/other?q", &t), "/a/b%20c?x=1&y=%2F");
+        assert_eq!(sent("http://a.example", &target("/")), "/");
+    }
 }
