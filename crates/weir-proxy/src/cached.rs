@@ -76,7 +76,7 @@ pub(crate) fn cache_key(target: &Target) -> CacheKey {
     CacheKey::for_url(
         "http",
         target.host.to_str().unwrap_or(""),
-        &target.path_and_query,
+        target.path_and_query.as_str(),
     )
 }
 
@@ -89,7 +89,7 @@ pub(crate) fn key_for(target: &Target, txn: &Option<ModTxn>) -> CacheKey {
     CacheKey::for_url_variant(
         "http",
         target.host.to_str().unwrap_or(""),
-        &target.path_and_query,
+        target.path_and_query.as_str(),
         variant,
     )
 }

@@ -194,8 +194,8 @@ fn parse(url: &str) -> Result<(Target, CacheKey), ContentError> {
     let port = crate::config::authority_port(authority).map_err(|_| bad())?;
     let host_header = authority.as_str().trim_end_matches(":80");
     let host_value = HeaderValue::from_str(host_header).map_err(|_| bad())?;
-    let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
-    let key = CacheKey::for_url("http", host_header, &path_and_query);
+    let path_and_query = crate::target::origin_form(&uri);
+    let key = CacheKey::for_url("http", host_header, path_and_query.as_str());
     let target = Target {
         origin: OriginAddr::http(host, port.unwrap_or(80)),
         host: host_value,

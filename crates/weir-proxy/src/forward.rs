@@ -57,22 +57,10 @@ pub(crate) fn upstream_request(
     headers::append_via(&mut headers, parts.version);
     let mut req = Request::new(body);
     *req.method_mut() = parts.method.clone();
-    *req.uri_mut() = upstream_uri(parts, target);
+    // Shared with the client's URI (a reference count), not parsed again.
+    *req.uri_mut() = http::Uri::from(target.path_and_query.clone());
     *req.headers_mut() = headers;
     req
-}
-
-/// The request target sent to the origin: the target's path and query, which are the
-/// client's (`target.rs` reads them from its URI): shared with the client's URI rather
-/// than parsed and copied again, unless they differ.
-fn upstream_uri(parts: &request::Parts, target: &Target) -> http::Uri {
-    match parts.uri.path_and_query() {
-        Some(pq) if pq.as_str() == target.path_and_query => http::Uri::from(pq.clone()),
-        _ => target
-            .path_and_query
-            .parse()
-            .unwrap_or_else(|_| http::Uri::from_static("/")),
-    }
 }
 
 /// Has the 1xx responses the origin sends for `req` relayed to the client of `target`
@@ -220,11 +208,11 @@ pub(crate) fn without_validators(req: &http::Request<RequestBody>) -> http::Requ
 mod tests {
     use super::*;
 
-    fn target(path_and_query: &str) -> Target {
+    fn target(path_and_query: &'static str) -> Target {
         Target {
             origin: OriginAddr::http("a.example", 80),
             host: HeaderValue::from_static("a.example"),
-            path_and_query: path_and_query.to_string(),
+            path_and_query: http::uri::PathAndQuery::from_static(path_and_query),
             targeted: false,
             interim: None,
         }

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 
 use http::header::{self, HeaderValue};
 use http::request;
+use http::uri::PathAndQuery;
 
 use crate::config::ListenMode;
 use crate::conn::ConnInfo;
@@ -20,7 +21,8 @@ pub(crate) struct Target {
     pub origin: OriginAddr,
     /// The Host header to send, and the authority part of the cache key.
     pub host: HeaderValue,
-    pub path_and_query: String,
+    /// The client's, shared with its URI (`/` when it has none).
+    pub path_and_query: PathAndQuery,
     /// Whether the storage policy obeys targeted cache-control fields (RFC 9213), as
     /// the listener says (`targeted_cache_control`).
     pub targeted: bool,
@@ -63,9 +65,16 @@ fn peer_origin(conn: &ConnInfo, req: &request::Parts) -> Result<Option<OriginAdd
     }
 }
 
+/// The path and query of `uri`, as an origin-form request target.
+pub(crate) fn origin_form(uri: &http::Uri) -> PathAndQuery {
+    uri.path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"))
+}
+
 fn locate(conn: &ConnInfo, req: &request::Parts) -> Result<Target, ProxyError> {
     let uri = &req.uri;
-    let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+    let path_and_query = origin_form(uri);
     match conn.listener.mode {
         ListenMode::Transparent => transparent_target(req, conn.original_dst, path_and_query),
         ListenMode::Forward => {
@@ -179,7 +188,7 @@ fn checked_port(authority: &http::uri::Authority) -> Result<Option<u16>, ProxyEr
 fn transparent_target(
     req: &http::request::Parts,
     original_dst: Option<SocketAddr>,
-    path_and_query: String,
+    path_and_query: PathAndQuery,
 ) -> Result<Target, ProxyError> {
     let named = req
         .headers
@@ -247,6 +256,7 @@ fn transparent_target(
 #[cfg(test)]
 mod tests {
     use super::transparent_target as target;
+    use http::uri::PathAndQuery;
 
     fn parts(host: Option<&str>) -> http::request::Parts {
         let mut b = http::Request::get("/a?b");
@@ -259,29 +269,41 @@ mod tests {
     #[test]
     fn host_header_names_the_origin_and_the_key() {
         let dst = Some("192.0.2.1:80".parse().unwrap());
-        let t = target(&parts(Some("Example.org:80")), dst, "/a?b".into()).unwrap();
+        let t = target(
+            &parts(Some("Example.org:80")),
+            dst,
+            PathAndQuery::from_static("/a?b"),
+        )
+        .unwrap();
         assert_eq!((t.origin.host.as_str(), t.origin.port), ("example.org", 80));
         assert_eq!(t.host, "Example.org");
-        let t = target(&parts(Some("[2001:db8::1]:8080")), dst, "/".into()).unwrap();
+        let t = target(
+            &parts(Some("[2001:db8::1]:8080")),
+            dst,
+            PathAndQuery::from_static("/"),
+        )
+        .unwrap();
         assert_eq!(
             (t.origin.host.as_str(), t.origin.port),
             ("2001:db8::1", 8080)
         );
-        assert!(target(&parts(Some("a b")), dst, "/".into()).is_err());
-        assert!(target(&parts(Some("u@h")), dst, "/".into()).is_err());
+        assert!(target(&parts(Some("a b")), dst, PathAndQuery::from_static("/")).is_err());
+        assert!(target(&parts(Some("u@h")), dst, PathAndQuery::from_static("/")).is_err());
     }
 
     #[test]
     fn without_host_the_original_destination_is_used() {
         let dst = Some("192.0.2.1:8080".parse().unwrap());
-        let t = target(&parts(None), dst, "/".into()).unwrap();
+        let t = target(&parts(None), dst, PathAndQuery::from_static("/")).unwrap();
         assert_eq!((t.origin.host.as_str(), t.origin.port), ("192.0.2.1", 8080));
         assert_eq!(t.host, "192.0.2.1:8080");
         let dst6 = Some("[2001:db8::1]:80".parse().unwrap());
         assert_eq!(
-            target(&parts(None), dst6, "/".into()).unwrap().host,
+            target(&parts(None), dst6, PathAndQuery::from_static("/"))
+                .unwrap()
+                .host,
             "[2001:db8::1]"
         );
-        assert!(target(&parts(None), None, "/".into()).is_err());
+        assert!(target(&parts(None), None, PathAndQuery::from_static("/")).is_err());
     }
 }

@@ -77,11 +77,7 @@ fn names_target(response: &HeaderMap, target: &Target) -> bool {
     else {
         return false;
     };
-    let path = if target.path_and_query.is_empty() {
-        "/"
-    } else {
-        target.path_and_query.as_str()
-    };
+    let path = target.path_and_query.as_str();
     same_origin_path(location.trim(), target.host.to_str().unwrap_or("")).is_some_and(|p| p == path)
 }
 
