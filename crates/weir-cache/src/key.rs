@@ -1,5 +1,6 @@
 //! Cache keys: one per URL, and one per Vary variant of a URL.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 use std::sync::{Arc, LazyLock};
@@ -11,6 +12,9 @@ const MODULE_VARIANT: &str = "\0~";
 /// What ends the key of a URL's stored parts: `\u{2}` never starts a Vary value (field
 /// values hold no control characters, and an absent field is `\u{1}`).
 const PARTS: &str = "\0\u{2}";
+
+/// The most a thread's scratch text for building keys keeps between keys.
+const SCRATCH_KEPT: usize = 4096;
 
 /// The identity of a cached object: `scheme://authority/path?query` with the host
 /// lowercased, plus, for a Vary variant, the values of the request headers it varies on.
@@ -73,6 +77,25 @@ impl CacheKey {
         }
     }
 
+    /// The key `write` puts together. Written into this thread's scratch text and
+    /// then copied into the key's own allocation: a `String` made for the key was a
+    /// second allocation, freed at once (`Arc<str>` from a `String` copies it).
+    fn built(write: impl FnOnce(&mut String)) -> CacheKey {
+        thread_local! {
+            static SCRATCH: RefCell<String> = const { RefCell::new(String::new()) };
+        }
+        SCRATCH.with_borrow_mut(|s| {
+            s.clear();
+            write(s);
+            let key = CacheKey::new(s.as_str());
+            // A long key (a URL of kilobytes) does not stay with the thread.
+            if s.capacity() > SCRATCH_KEPT {
+                *s = String::new();
+            }
+            key
+        })
+    }
+
     /// The key of a URL. GET and HEAD share it (a HEAD is answered from a stored GET).
     pub fn for_url(scheme: &str, authority: &str, path_and_query: &str) -> CacheKey {
         CacheKey::for_url_variant(scheme, authority, path_and_query, None)
@@ -87,59 +110,56 @@ impl CacheKey {
         path_and_query: &str,
         variant: Option<&str>,
     ) -> CacheKey {
-        let extra = variant.map_or(0, |v| 2 + v.len());
-        let mut s = String::with_capacity(
-            scheme.len() + 3 + authority.len() + path_and_query.len() + extra,
-        );
-        s.push_str(scheme);
-        s.push_str("://");
-        // Copied, then lowercased in place: a character at a time cost every request
-        // about ten instructions per character.
-        let host_at = s.len();
-        s.push_str(authority);
-        s[host_at..].make_ascii_lowercase();
-        s.push_str(if path_and_query.is_empty() {
-            "/"
-        } else {
-            path_and_query
-        });
-        if let Some(variant) = variant {
-            s.push_str(MODULE_VARIANT);
-            s.push_str(variant);
-        }
-        CacheKey::new(s)
+        CacheKey::built(|s| {
+            s.push_str(scheme);
+            s.push_str("://");
+            // Copied, then lowercased in place: a character at a time cost every request
+            // about ten instructions per character.
+            let host_at = s.len();
+            s.push_str(authority);
+            s[host_at..].make_ascii_lowercase();
+            s.push_str(if path_and_query.is_empty() {
+                "/"
+            } else {
+                path_and_query
+            });
+            if let Some(variant) = variant {
+                s.push_str(MODULE_VARIANT);
+                s.push_str(variant);
+            }
+        })
     }
 
     /// The key of one variant of this URL: the request's values of the `vary` headers,
     /// each in the form that makes equivalent values equal (see `vary_value.rs`), so a
     /// lookup compares one string.
     pub fn variant(&self, vary: &[http::HeaderName], request: &HeaderMap) -> CacheKey {
-        let mut s = String::with_capacity(self.text.len() + 16 * vary.len());
-        s.push_str(&self.text);
-        for name in vary {
-            // NUL cannot occur in a URL or a header value, so keys cannot collide.
-            s.push('\0');
-            crate::vary_value::push_field(&mut s, name, request);
-        }
-        CacheKey::new(s)
+        CacheKey::built(|s| {
+            s.push_str(&self.text);
+            for name in vary {
+                // NUL cannot occur in a URL or a header value, so keys cannot collide.
+                s.push('\0');
+                crate::vary_value::push_field(s, name, request);
+            }
+        })
     }
 
     /// This key with a module's variant added (e.g. the encoding a compressor made):
     /// a different object of the same URL.
     pub fn with_module_variant(&self, variant: &str) -> CacheKey {
-        let mut s = String::with_capacity(self.text.len() + 2 + variant.len());
-        s.push_str(&self.text);
-        s.push_str(MODULE_VARIANT);
-        s.push_str(variant);
-        CacheKey::new(s)
+        CacheKey::built(|s| {
+            s.push_str(&self.text);
+            s.push_str(MODULE_VARIANT);
+            s.push_str(variant);
+        })
     }
 
     /// The key under which the parts (206 responses) of this key's object are kept.
     pub(crate) fn parts(&self) -> CacheKey {
-        let mut s = String::with_capacity(self.text.len() + PARTS.len());
-        s.push_str(&self.text);
-        s.push_str(PARTS);
-        CacheKey::new(s)
+        CacheKey::built(|s| {
+            s.push_str(&self.text);
+            s.push_str(PARTS);
+        })
     }
 
     /// The key of a URL already in key form (what [`CacheKey::url`] returns).
@@ -272,5 +292,19 @@ mod tests {
         assert_eq!(base.variant(&vary, &r1), base.variant(&vary, &r2));
         assert_ne!(base.variant(&vary, &r1), base.variant(&vary, &r3));
         assert_eq!(base.variant(&vary, &r1).url(), base.url());
+    }
+
+    #[test]
+    fn keys_built_one_after_another_keep_only_their_own_text() {
+        // Built in one thread's scratch text: a shorter key after a longer one (and
+        // after one longer than the scratch keeps) must not keep the rest.
+        let long = format!("/{}", "x".repeat(SCRATCH_KEPT * 2));
+        let first = CacheKey::for_url("http", "H", &long);
+        assert_eq!(first.as_str(), format!("http://h{long}"));
+        let short = CacheKey::for_url("http", "h", "/a");
+        assert_eq!(short.as_str(), "http://h/a");
+        assert_eq!(short.with_module_variant("gz").url(), "http://h/a");
+        assert_eq!(short.parts().url(), "http://h/a");
+        assert_eq!(CacheKey::for_url("http", "h", "/a"), short);
     }
 }
