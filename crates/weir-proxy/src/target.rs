@@ -258,6 +258,10 @@ mod tests {
     use super::transparent_target as target;
     use http::uri::PathAndQuery;
 
+    fn path(p: &'static str) -> PathAndQuery {
+        PathAndQuery::from_static(p)
+    }
+
     fn parts(host: Option<&str>) -> http::request::Parts {
         let mut b = http::Request::get("/a?b");
         if let Some(h) = host {
@@ -269,41 +273,29 @@ mod tests {
     #[test]
     fn host_header_names_the_origin_and_the_key() {
         let dst = Some("192.0.2.1:80".parse().unwrap());
-        let t = target(
-            &parts(Some("Example.org:80")),
-            dst,
-            PathAndQuery::from_static("/a?b"),
-        )
-        .unwrap();
+        let t = target(&parts(Some("Example.org:80")), dst, path("/a?b")).unwrap();
         assert_eq!((t.origin.host.as_str(), t.origin.port), ("example.org", 80));
         assert_eq!(t.host, "Example.org");
-        let t = target(
-            &parts(Some("[2001:db8::1]:8080")),
-            dst,
-            PathAndQuery::from_static("/"),
-        )
-        .unwrap();
+        let t = target(&parts(Some("[2001:db8::1]:8080")), dst, path("/")).unwrap();
         assert_eq!(
             (t.origin.host.as_str(), t.origin.port),
             ("2001:db8::1", 8080)
         );
-        assert!(target(&parts(Some("a b")), dst, PathAndQuery::from_static("/")).is_err());
-        assert!(target(&parts(Some("u@h")), dst, PathAndQuery::from_static("/")).is_err());
+        assert!(target(&parts(Some("a b")), dst, path("/")).is_err());
+        assert!(target(&parts(Some("u@h")), dst, path("/")).is_err());
     }
 
     #[test]
     fn without_host_the_original_destination_is_used() {
         let dst = Some("192.0.2.1:8080".parse().unwrap());
-        let t = target(&parts(None), dst, PathAndQuery::from_static("/")).unwrap();
+        let t = target(&parts(None), dst, path("/")).unwrap();
         assert_eq!((t.origin.host.as_str(), t.origin.port), ("192.0.2.1", 8080));
         assert_eq!(t.host, "192.0.2.1:8080");
         let dst6 = Some("[2001:db8::1]:80".parse().unwrap());
         assert_eq!(
-            target(&parts(None), dst6, PathAndQuery::from_static("/"))
-                .unwrap()
-                .host,
+            target(&parts(None), dst6, path("/")).unwrap().host,
             "[2001:db8::1]"
         );
-        assert!(target(&parts(None), None, PathAndQuery::from_static("/")).is_err());
+        assert!(target(&parts(None), None, path("/")).is_err());
     }
 }
