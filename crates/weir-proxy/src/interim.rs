@@ -9,8 +9,8 @@
 //! hyper's HTTP/1 server never writes a 1xx of its own accord (apart from
 //! `100 Continue`), and it writes nothing at all while the service prepares the final
 //! response. So the client connection keeps one [`Interim`] queue: the origin
-//! connection's task appends a serialized 1xx to it and wakes the client connection's
-//! task; the client stream (`server/connection.rs`) writes the queue out ahead of
+//! connection (read by the task of the request it carries) appends a serialized 1xx to
+//! it and wakes the client connection's task; the client stream (`server/connection.rs`) writes the queue out ahead of
 //! anything hyper writes, which keeps every interim response before the final head.
 //! hyper polls the stream's flush on every turn of its loop, even with nothing of its
 //! own to write, which is where a queued 1xx leaves.
@@ -83,16 +83,15 @@ impl Interim {
         Waiting(self.clone())
     }
 
-    /// Registers hyper's callback for the 1xx responses of `request` (sent to an origin
-    /// over HTTP/1.1; hyper's HTTP/2 client does not report them).
+    /// Has the 1xx responses to `request` relayed here: the HTTP/1.1 origin
+    /// connection that sends it finds this queue among its extensions (hyper's HTTP/2
+    /// client does not report 1xx responses).
     pub fn relay_from<B>(&self, request: &mut http::Request<B>) {
-        let interim = self.clone();
-        hyper::ext::on_informational(request, move |response| {
-            interim.push(response.status(), response.headers());
-        });
+        request.extensions_mut().insert(self.clone());
     }
 
-    fn push(&self, status: StatusCode, headers: &http::HeaderMap) {
+    /// Queues an interim response from the origin.
+    pub(crate) fn push(&self, status: StatusCode, headers: &http::HeaderMap) {
         // 100 Continue answers an expectation Weir removed and hyper's server answers
         // on its own; 101 is final on HTTP/1.1 and never reaches here.
         if status == StatusCode::CONTINUE || status == StatusCode::SWITCHING_PROTOCOLS {

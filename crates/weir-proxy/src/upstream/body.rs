@@ -11,17 +11,16 @@ use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
 use http_body::{Body, SizeHint};
 use hyper::body::Incoming;
 
+use super::h1_body::H1Body;
 use super::timer::IdleLimit;
 use super::UpstreamError;
-use super::{h1, h2_pool, owned};
+use super::{h2_pool, owned};
 use crate::body::request::BoxError;
 use crate::body::source::BodySource;
 
 /// What an origin's response body holds on to until it ends.
 pub(super) enum Hold {
     None,
-    /// The HTTP/1.1 connection, back to the pool at the end.
-    Http1(h1::PooledConn),
     /// The HTTP/2 stream's place on its connection, given back when dropped.
     Http2 {
         _slot: h2_pool::StreamSlot,
@@ -31,13 +30,47 @@ pub(super) enum Hold {
 /// An origin's response body. Its connection (HTTP/1.1) goes back to the pool, or its
 /// stream (HTTP/2) is counted as done, when it ends.
 pub(crate) struct UpstreamBody {
-    pub(super) inner: Incoming,
+    pub(super) inner: Inner,
     pub(super) hold: Hold,
     pub(super) idle: IdleLimit,
     /// Where the rest comes from if this body fails part-way (set by the cluster's hop).
     pub(super) resume: Option<Box<Resuming>>,
     /// The trailer fields that ended the body, once read (see [`Self::take_trailers`]).
     pub(super) trailers: Option<Box<HeaderMap>>,
+}
+
+/// The body as its protocol delivers it.
+pub(super) enum Inner {
+    /// Read from the connection, which it holds (`h1_body.rs`).
+    Http1(H1Body),
+    /// hyper's HTTP/2 stream.
+    Http2(Incoming),
+}
+
+impl Inner {
+    fn poll_frame(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        match self {
+            Inner::Http1(b) => Pin::new(b).poll_frame(cx),
+            Inner::Http2(b) => Pin::new(b).poll_frame(cx).map_err(|e| e.into()),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Inner::Http1(b) => b.is_end_stream(),
+            Inner::Http2(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Inner::Http1(b) => b.size_hint(),
+            Inner::Http2(b) => b.size_hint(),
+        }
+    }
 }
 
 /// Asks again for the response whose body failed, for the bytes from the given offset
@@ -103,11 +136,10 @@ impl UpstreamBody {
         self.trailers.take().map(|t| *t)
     }
 
+    /// The body ended: an HTTP/2 stream's place is given back (an HTTP/1.1
+    /// connection went back to its pool as its last bytes were read).
     fn release(&mut self) {
-        match std::mem::replace(&mut self.hold, Hold::None) {
-            Hold::Http1(c) => c.release_when_ready(),
-            Hold::Http2 { .. } | Hold::None => {}
-        }
+        self.hold = Hold::None;
     }
 
     pub(crate) fn poll_data(
@@ -149,13 +181,16 @@ impl UpstreamBody {
 
     fn poll_own(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
         loop {
-            match Pin::new(&mut self.inner).poll_frame(cx) {
+            match self.inner.poll_frame(cx) {
                 Poll::Pending => {
                     if !self.idle.expired(cx) {
                         return Poll::Pending;
                     }
                     // A connection in the middle of a body is not reused.
                     self.hold = Hold::None;
+                    if let Inner::Http1(b) = &mut self.inner {
+                        b.abandon();
+                    }
                     return Poll::Ready(Some(Err(format!(
                         "the origin sent no body data for {:?} ([timeouts] origin_body_idle)",
                         self.idle.limit
@@ -180,9 +215,8 @@ impl UpstreamBody {
                     }
                 },
                 Poll::Ready(Some(Err(e))) => {
-                    // An HTTP/1.1 connection in an unknown state is not reused.
                     self.hold = Hold::None;
-                    return Poll::Ready(Some(Err(Box::new(e))));
+                    return Poll::Ready(Some(Err(e)));
                 }
                 Poll::Ready(None) => {
                     self.release();

@@ -4,21 +4,14 @@
 //! origin's address and TLS settings); below the senders.
 
 use rustls_pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use super::error::UpstreamError;
 use super::origin_addr::OriginAddr;
 use super::origins::Origin;
+use super::stream::BoxIo;
 use super::tls::Alpn;
 use crate::socket::Socket;
-
-/// A connected stream, plain or TLS: the connection tasks do not care which.
-pub(super) type BoxIo = Box<dyn Io>;
-
-/// What a connection to an origin is.
-pub(super) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 /// What the handshake agreed on. Clear-text connections and origins that ignore ALPN
 /// give `Unspecified`.

@@ -2,19 +2,16 @@
 //! many are open. Below the shared state that holds it (`origins.rs`); taking and
 //! giving back connections, which need that state, is in `h1.rs`.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hyper::client::conn::http1;
-use tokio::sync::Notify;
+use super::h1_conn::{Counts, H1Conn, Place};
 
-use crate::body::request::RequestBody;
-
-/// An idle connection: its sender, since when it idles, and the worker whose event
-/// loop runs its task (see `crate::worker`).
+/// An idle connection, since when it idles, and the worker whose requests used it
+/// last (see `crate::worker`).
 pub(super) struct Idle {
-    pub(super) sender: http1::SendRequest<RequestBody>,
+    pub(super) conn: H1Conn,
     pub(super) since: Instant,
     pub(super) worker: u16,
 }
@@ -23,10 +20,8 @@ pub(super) struct Idle {
 pub(super) struct Pool {
     /// The most recently used last.
     pub(super) idle: Mutex<Vec<Idle>>,
-    /// Connections open (busy or idle).
-    pub(super) open: AtomicUsize,
-    /// Signalled when a connection goes idle or closes: a waiting request may proceed.
-    pub(super) available: Notify,
+    /// Connections open (busy or idle), and the signal that one may be had.
+    pub(super) counts: Arc<Counts>,
     pub(super) max_idle: usize,
 }
 
@@ -34,32 +29,48 @@ impl Pool {
     pub(super) fn new(max_idle: usize) -> Pool {
         Pool {
             idle: Mutex::new(Vec::new()),
-            open: AtomicUsize::new(0),
-            available: Notify::new(),
+            counts: Arc::default(),
             max_idle,
         }
     }
 
-    /// Closes idle connections older than `timeout`.
-    pub(super) fn close_expired_idle(&self, timeout: Duration) {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.retain(|c| !c.sender.is_closed() && c.since.elapsed() < timeout);
+    /// How many connections are open.
+    pub(super) fn open(&self) -> usize {
+        self.counts.open.load(Ordering::Acquire)
     }
 
-    pub(super) fn connection_gone(&self) {
-        self.open.fetch_sub(1, Ordering::AcqRel);
-        self.available.notify_one();
+    /// A place for one more connection when fewer than `most` are open.
+    pub(super) fn try_reserve(&self, most: usize) -> Option<Place> {
+        let open = self.open();
+        (open < most
+            && self
+                .counts
+                .open
+                .compare_exchange(open, open + 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok())
+        .then(|| Place(self.counts.clone()))
+    }
+
+    /// A place for one more connection, whatever the limit (the connection that
+    /// finds out which protocol an `auto` origin speaks, or a retry's).
+    pub(super) fn reserve(&self) -> Place {
+        self.counts.open.fetch_add(1, Ordering::AcqRel);
+        Place(self.counts.clone())
+    }
+
+    /// Closes idle connections older than `timeout`, or that the origin closed.
+    pub(super) fn close_expired_idle(&self, timeout: Duration) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        idle.retain_mut(|c| c.since.elapsed() < timeout && c.conn.is_usable());
     }
 
     /// The idle connection a request on `worker` should take: the most recently used
-    /// of those whose task runs on that worker, else (`Near::Any`) the most recently
-    /// used of all.
+    /// of that worker's, else (`Near::Any`) the most recently used of all.
     pub(super) fn take_idle(&self, worker: u16, near: Near) -> Option<Idle> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         nearest(&idle, worker, near, |c| c.worker).map(|at| idle.remove(at))
     }
 }
-
 /// Whose idle connections a request may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Near {

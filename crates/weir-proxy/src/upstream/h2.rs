@@ -23,10 +23,11 @@ use hyper::client::conn::http2::{self, SendRequest};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::sync::watch;
 
-use super::connect::{connect, BoxIo, Negotiated};
+use super::connect::{connect, Negotiated};
 use super::error::UpstreamError;
 use super::h2_pool::{ConnState, Pick, Ready, StreamSlot};
 use super::origins::{Origin, Upstream};
+use super::stream::BoxIo;
 use super::tls::Alpn;
 use crate::body::request::RequestBody;
 use crate::metrics::Metrics;

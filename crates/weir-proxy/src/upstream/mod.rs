@@ -1,28 +1,35 @@
 //! Connections to origins, one set per origin (scheme, host and port), shared by all
 //! workers: an HTTP/1.1 keep-alive pool (`h1.rs`, one request per connection at a
-//! time) and HTTP/2 connections carrying many requests each (`h2.rs`), over TCP or TLS
-//! (`connect.rs`, `tls.rs`). Each origin's `[[origin]]` section chooses the protocol.
+//! time, spoken by Weir's own client) and HTTP/2 connections carrying many requests
+//! each (`h2.rs`, hyper's client), over TCP or TLS (`connect.rs`, `tls.rs`). Each
+//! origin's `[[origin]]` section chooses the protocol.
 //!
 //! Here: how a request is dispatched to an origin. Bottom to top: the names
-//! (`origin_addr.rs`, `error.rs`), TLS settings and the pools' data (`tls.rs`,
+//! (`origin_addr.rs`, `error.rs`, `stream.rs`), HTTP/1.1's wire format (`h1_wire.rs`), one HTTP/1.1
+//! connection (`h1_conn.rs`), TLS settings and the pools' data (`tls.rs`,
 //! `h1_pool.rs`, `h2_pool.rs`), the shared state (`origins.rs`), opening connections
-//! (`connect.rs`), the senders (`h1.rs`, `h2.rs`), the response body (`body.rs`).
+//! (`connect.rs`), the pools (`h1.rs`, `h2.rs`), an HTTP/1.1 response body
+//! (`h1_body.rs`), the response body (`body.rs`), sending on HTTP/1.1 (`h1_send.rs`).
 
 mod body;
 mod connect;
 mod error;
 mod h1;
+mod h1_body;
+mod h1_conn;
 mod h1_pool;
+mod h1_send;
+mod h1_wire;
 mod h2;
 mod h2_pool;
 mod origin_addr;
 mod origins;
 mod owned;
+mod stream;
 mod timer;
 mod tls;
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -39,7 +46,7 @@ use connect::Negotiated;
 use origins::{Configured, Dispatch, Origin, HTTP1, HTTP2, RECENT_ORIGINS, UNKNOWN};
 use tls::{Alpn, TlsConfigs};
 
-use body::Hold;
+use body::{Hold, Inner};
 pub(crate) use body::{Resume, ResumeFrom, UpstreamBody};
 pub(crate) use error::UpstreamError;
 pub(crate) use origin_addr::OriginAddr;
@@ -137,9 +144,11 @@ impl Upstream {
         // Under the lock, an origin held by the map alone cannot be taken by anyone:
         // a request finds it through the map (this lock) or through a thread's recent
         // origins, whose weak reference must be upgraded first (then it is not alone).
-        // An HTTP/1.1 connection's task holds its origin until the connection closes.
         origins.retain(|addr, o| {
-            Arc::strong_count(o) > 1 || !o.h2.is_empty() || self.configured.contains_key(addr)
+            Arc::strong_count(o) > 1
+                || o.h1.open() > 0
+                || !o.h2.is_empty()
+                || self.configured.contains_key(addr)
         });
         self.metrics.set_origins(origins.len());
     }
@@ -236,12 +245,8 @@ impl Upstream {
                 h2::adopt(self, origin, io).await?;
                 return Ok((HTTP2, None));
             }
-            h1::reserve_one(origin);
-            let conn = h1::handshake(self, origin, io).await;
-            if conn.is_err() {
-                h1::unreserve_one(origin);
-            }
-            Ok((HTTP1, Some(conn?)))
+            let place = origin.h1.reserve();
+            Ok((HTTP1, Some(h1::adopt(self, origin, io, place))))
         })
         .await
         .unwrap_or_else(|_| {
@@ -252,89 +257,6 @@ impl Upstream {
         })?;
         origin.learned.store(found.0, Ordering::Release);
         Ok(found.1)
-    }
-
-    /// HTTP/1.1: a connection from the pool. A request sent on a reused connection
-    /// that the origin had already closed is retried once on a new connection.
-    // An `async` block, not an `async fn` (which keeps its arguments twice): see "The
-    // size of a transaction's futures" in docs/architecture.md.
-    #[allow(clippy::manual_async_fn)]
-    fn send_h1<'a>(
-        &'a self,
-        origin: &'a Arc<Origin>,
-        fresh: Option<h1::PooledConn>,
-        request: Request<RequestBody>,
-    ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + Send + 'a {
-        async move {
-            let (mut conn, reused) = match fresh {
-                Some(conn) => (conn, false),
-                None => h1::checkout(self, origin).await?,
-            };
-            // One timer for the response's deadline, then the body's idle limit.
-            let mut timer = ExchangeTimer::new(self.response_timeout);
-            let result = timer.bound(conn.sender.try_send_request(request)).await;
-            let sent = match result {
-                None => return Err(UpstreamError::Timeout),
-                Some(Ok(resp)) => Sent::Answered(Ok(resp)),
-                Some(Err(mut e)) => match e.take_message() {
-                    // Never written: the pooled connection was already closing. Try a new one.
-                    Some(request) if reused => Sent::Unsent(request),
-                    _ => Sent::Answered(Err(e.into_error())),
-                },
-            };
-            let result = match sent {
-                Sent::Answered(result) => result,
-                // Boxed, and after the first attempt's error is gone: rare, and what it
-                // holds would otherwise enlarge every fetch's future, which is copied whole
-                // when the fetch starts.
-                Sent::Unsent(request) => {
-                    let (fresh, r) = Box::pin(self.send_h1_fresh(origin, request)).await?;
-                    conn = fresh;
-                    r
-                }
-            };
-            match result {
-                Ok(resp) => {
-                    // An empty body is never polled, so its end would never return the connection.
-                    let hold = if resp.body().is_end_stream() {
-                        conn.release_when_ready();
-                        Hold::None
-                    } else {
-                        Hold::Http1(conn)
-                    };
-                    let idle = timer.into_idle(self.body_idle);
-                    Ok(resp.map(|inner| UpstreamBody {
-                        inner,
-                        hold,
-                        idle,
-                        resume: None,
-                        trailers: None,
-                    }))
-                }
-                Err(e) => Err(classify(e)),
-            }
-        }
-    }
-
-    /// Sends `request` on a new connection, for one that a pooled connection closing
-    /// left unsent.
-    async fn send_h1_fresh(
-        &self,
-        origin: &Arc<Origin>,
-        request: Request<RequestBody>,
-    ) -> Result<
-        (
-            h1::PooledConn,
-            hyper::Result<Response<hyper::body::Incoming>>,
-        ),
-        UpstreamError,
-    > {
-        h1::reserve_one(origin);
-        let mut fresh = Box::pin(h1::connect_reserved(self, origin)).await?;
-        let sent = tokio::time::timeout(self.response_timeout, fresh.sender.send_request(request))
-            .await
-            .map_err(|_| UpstreamError::Timeout)?;
-        Ok((fresh, sent))
     }
 
     /// HTTP/2: a stream on a shared connection. A request the origin refused unprocessed
@@ -368,7 +290,7 @@ impl Upstream {
                     };
                     let idle = timer.into_idle(self.body_idle);
                     return Ok(resp.map(|inner| UpstreamBody {
-                        inner,
+                        inner: Inner::Http2(inner),
                         hold,
                         idle,
                         resume: None,
@@ -412,14 +334,6 @@ fn classify(e: hyper::Error) -> UpstreamError {
         source = s.source();
     }
     UpstreamError::Protocol(e.to_string())
-}
-
-/// What sending on a pooled HTTP/1.1 connection came to.
-enum Sent {
-    /// An answer, or an error after the request was (maybe) written.
-    Answered(hyper::Result<Response<hyper::body::Incoming>>),
-    /// The connection was closing: the request was never written.
-    Unsent(Request<RequestBody>),
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
 //! An origin's body chunks, detached from the connection's read buffer.
 //!
-//! hyper hands out body chunks as slices of the connection's read buffer (8 KiB and
-//! up, at most `h1::UPSTREAM_READ_BUFFER`). Whatever keeps one alive (a flight
-//! retaining chunks for late readers) keeps the whole buffer, and hyper allocates a
-//! fresh one for the next response, whose pages the kernel must clear. Small chunks
+//! An origin connection's body chunks are slices of its read buffer (8 KiB and up, at
+//! most `h1_conn::READ_MOST`; hyper's HTTP/2 client does the same with its frames).
+//! Whatever keeps one alive (a flight retaining chunks for late readers) keeps the
+//! whole buffer, and the connection allocates a fresh one for the next response, whose
+//! pages the kernel must clear. Small chunks
 //! are copied into allocations of their own size; large chunks are most of their
 //! buffer already and are passed on as they are. (What is stored is copied once more
 //! into one allocation of its exact size: `cached/keep.rs`, and for headers

@@ -11,5 +11,6 @@ mod headers;
 mod helpers;
 mod messages;
 mod modes;
+mod origin_wire;
 mod streaming;
 mod trailers;

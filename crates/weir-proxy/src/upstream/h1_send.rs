@@ -1,0 +1,133 @@
+//! Sending a request on an HTTP/1.1 connection from the pool: its head written out,
+//! the response head read back within the origin's deadline, and the response with a
+//! body that reads on from the same connection. Above the pool, the connection and
+//! the body reader (`h1.rs`, `h1_conn.rs`, `h1_body.rs`).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, Request, Response};
+use http_body::Body;
+
+use super::body::{Inner, UpstreamBody};
+use super::h1::{self, PooledConn};
+use super::h1_body::H1Body;
+use super::h1_conn::{Answered, ExchangeError, Outbound};
+use super::h1_wire::{self, BodyKnown};
+use super::origins::{Origin, Upstream};
+use super::timer::ExchangeTimer;
+use super::UpstreamError;
+use crate::body::request::RequestBody;
+use crate::interim::Interim;
+
+/// The head of a request is written into a buffer of about this size.
+const HEAD_ROOM: usize = 512;
+
+impl Upstream {
+    /// HTTP/1.1: a connection from the pool (or `fresh`, just opened). An idempotent
+    /// request that a reused connection lost (the origin had closed it, and nothing
+    /// came back) is sent once more on a new connection.
+    // An `async` block, not an `async fn` (which keeps its arguments twice): see "The
+    // size of a transaction's futures" in docs/architecture.md.
+    #[allow(clippy::manual_async_fn)]
+    pub(super) fn send_h1<'a>(
+        &'a self,
+        origin: &'a Arc<Origin>,
+        fresh: Option<PooledConn>,
+        request: Request<RequestBody>,
+    ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + Send + 'a {
+        async move {
+            let (mut parts, body) = request.into_parts();
+            let interim = parts.extensions.remove::<Interim>();
+            let known = match body.size_hint().exact() {
+                _ if body.is_end_stream() => BodyKnown::Empty,
+                Some(n) => BodyKnown::Exact(n),
+                None => BodyKnown::Unknown,
+            };
+            let mut head = Vec::with_capacity(HEAD_ROOM);
+            let outgoing = h1_wire::encode_request(
+                &parts.method,
+                &parts.uri,
+                &parts.headers,
+                known,
+                &mut head,
+            );
+            let out = Outbound {
+                head: Bytes::from(head),
+                body,
+                outgoing,
+            };
+            let (mut conn, reused) = match fresh {
+                Some(conn) => (conn, false),
+                None => h1::checkout(self, origin).await?,
+            };
+            let method = &parts.method;
+            let again = match reused && idempotent(method) {
+                true => out.replay(),
+                false => None,
+            };
+            // One timer for the response's deadline, then the body's idle limit.
+            let mut timer = ExchangeTimer::new(self.response_timeout);
+            let exchanged = timer.bound(conn.conn.exchange(method, out, interim.as_ref()));
+            let answered = match exchanged.await {
+                None => return Err(UpstreamError::Timeout),
+                Some(Ok(answered)) => answered,
+                Some(Err(ExchangeError::Failed(e))) => return Err(e),
+                Some(Err(ExchangeError::NothingBack(why))) => {
+                    let Some(again) = again else {
+                        return Err(UpstreamError::Protocol(why));
+                    };
+                    // Boxed: rare, and its future would otherwise enlarge every fetch's.
+                    let retried = Box::pin(self.send_h1_again(origin, method, again, &interim));
+                    let (fresh, answered) =
+                        timer.bound(retried).await.ok_or(UpstreamError::Timeout)??;
+                    conn = fresh;
+                    answered
+                }
+            };
+            let Answered {
+                head,
+                framing,
+                sent_whole,
+            } = answered;
+            let body = H1Body::new(conn, framing, head.keep_alive && sent_whole);
+            let mut response = Response::new(UpstreamBody {
+                inner: Inner::Http1(body),
+                hold: super::body::Hold::None,
+                idle: timer.into_idle(self.body_idle),
+                resume: None,
+                trailers: None,
+            });
+            *response.status_mut() = head.status;
+            *response.version_mut() = head.version;
+            *response.headers_mut() = head.headers;
+            Ok(response)
+        }
+    }
+
+    /// Sends `out` on a new connection, for a request a reused one lost.
+    async fn send_h1_again(
+        &self,
+        origin: &Arc<Origin>,
+        method: &Method,
+        out: Outbound,
+        interim: &Option<Interim>,
+    ) -> Result<(PooledConn, Answered), UpstreamError> {
+        let place = origin.h1.reserve();
+        let mut fresh = h1::connect_reserved(self, origin, place).await?;
+        match fresh.conn.exchange(method, out, interim.as_ref()).await {
+            Ok(answered) => Ok((fresh, answered)),
+            Err(ExchangeError::Failed(e)) => Err(e),
+            Err(ExchangeError::NothingBack(why)) => Err(UpstreamError::Protocol(why)),
+        }
+    }
+}
+
+/// Methods a request of which may be sent twice (RFC 9110 §9.2.2).
+fn idempotent(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    )
+}
