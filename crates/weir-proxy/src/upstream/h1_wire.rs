@@ -197,7 +197,9 @@ pub(super) fn parse_response(buf: &mut BytesMut) -> Result<Option<ResponseHead>,
         );
     }
     let head = buf.split_to(len).freeze();
-    let mut headers = HeaderMap::with_capacity(count);
+    // Room for the fields Weir adds to every response it relays (`Via`, and
+    // `Cache-Status` or `Age`): an exact map would move all its fields to grow.
+    let mut headers = HeaderMap::with_capacity(count + 2);
     let mut keep_alive = version == Version::HTTP_11;
     let (mut te, mut length) = (None, Ok(None));
     for &(n, nl, v, vl) in &spans[..count] {
