@@ -69,8 +69,13 @@ impl Upstream {
             };
             // One timer for the response's deadline, then the body's idle limit.
             let mut timer = ExchangeTimer::new(self.response_timeout);
-            let exchanged = timer.bound(conn.conn.exchange(method, out, interim.as_ref()));
-            let answered = match exchanged.await {
+            // Pinned here and bounded by reference: the exchange's future is large, and
+            // handing it to `bound` by value copied it.
+            let exchanged = {
+                let exchange = std::pin::pin!(conn.conn.exchange(method, out, interim.as_ref()));
+                timer.bound(exchange).await
+            };
+            let answered = match exchanged {
                 None => return Err(UpstreamError::Timeout),
                 Some(Ok(answered)) => answered,
                 Some(Err(ExchangeError::Failed(e))) => return Err(e),
