@@ -113,8 +113,8 @@ impl H1Conn {
     }
 
     /// Whether an idle connection can take a request: the origin has not closed it
-    /// and sent nothing unasked. Reads without waiting, into no buffer of its own (an
-    /// idle connection keeps none, see [`H1Conn::idle`]).
+    /// and sent nothing unasked. Reads one byte without waiting, on the stack: the
+    /// probe of a connection in the sweep must not give it a buffer.
     pub(super) fn is_usable(&mut self) -> bool {
         if !self.buf.is_empty() {
             return false;
@@ -129,7 +129,8 @@ impl H1Conn {
     }
 
     /// The connection goes idle: a read buffer grown for a long body is let go, so
-    /// that idle connections hold no more than their sockets.
+    /// that an idle connection keeps at most what is left of a small one (the next
+    /// response is read into that, with no new allocation).
     pub(super) fn idle(&mut self) {
         if self.buf.is_empty() && self.buf.capacity() > READ_ROOM {
             self.buf = BytesMut::new();
