@@ -55,6 +55,9 @@ impl Drop for Place {
 pub(super) struct H1Conn {
     io: BoxIo,
     pub(super) buf: BytesMut,
+    /// The buffer was grown past [`READ_ROOM`] for a long body: its allocation may be
+    /// large even when what is left of it looks small.
+    grown: bool,
     metrics: Arc<Metrics>,
     _place: Place,
 }
@@ -107,6 +110,7 @@ impl H1Conn {
         H1Conn {
             io,
             buf: BytesMut::new(),
+            grown: false,
             metrics,
             _place: place,
         }
@@ -132,8 +136,9 @@ impl H1Conn {
     /// that an idle connection keeps at most what is left of a small one (the next
     /// response is read into that, with no new allocation).
     pub(super) fn idle(&mut self) {
-        if self.buf.is_empty() && self.buf.capacity() > READ_ROOM {
+        if self.buf.is_empty() && (self.grown || self.buf.capacity() > READ_ROOM) {
             self.buf = BytesMut::new();
+            self.grown = false;
         }
     }
 
@@ -147,6 +152,7 @@ impl H1Conn {
         let want = want.clamp(READ_ROOM, READ_MOST);
         if self.buf.capacity() - self.buf.len() < want / 2 {
             self.buf.reserve(want);
+            self.grown |= want > READ_ROOM;
         }
         pin!(self.io.read_buf(&mut self.buf)).poll(cx)
     }
