@@ -75,9 +75,9 @@ pub(super) fn encode_request(
     let has_te = !empty && headers.contains_key(header::TRANSFER_ENCODING);
     let length = match empty {
         true => None,
-        false => content_length(headers.get_all(header::CONTENT_LENGTH))
-            .ok()
-            .flatten(),
+        // A client's length was checked when its request came in (conflicting values
+        // are refused there); an origin's is checked below.
+        false => crate::headers::content_length(headers),
     };
     let outgoing = match body {
         BodyKnown::Empty => Outgoing::None,
