@@ -103,6 +103,15 @@ pub(super) enum ExchangeError {
     Failed(UpstreamError),
 }
 
+impl From<ExchangeError> for UpstreamError {
+    fn from(e: ExchangeError) -> UpstreamError {
+        match e {
+            ExchangeError::NothingBack(why) => UpstreamError::Protocol(why),
+            ExchangeError::Failed(e) => e,
+        }
+    }
+}
+
 impl H1Conn {
     /// A connection just opened (and counted in the metrics).
     pub(super) fn new(io: BoxIo, place: Place, metrics: Arc<Metrics>) -> H1Conn {

@@ -121,11 +121,8 @@ impl Upstream {
     ) -> Result<(PooledConn, Answered), UpstreamError> {
         let place = origin.h1.reserve();
         let mut fresh = h1::connect_reserved(self, origin, place).await?;
-        match fresh.conn.exchange(method, out, interim.as_ref()).await {
-            Ok(answered) => Ok((fresh, answered)),
-            Err(ExchangeError::Failed(e)) => Err(e),
-            Err(ExchangeError::NothingBack(why)) => Err(UpstreamError::Protocol(why)),
-        }
+        let answered = fresh.conn.exchange(method, out, interim.as_ref()).await?;
+        Ok((fresh, answered))
     }
 }
 

@@ -67,6 +67,17 @@ fn a_request_head_announces_its_body_as_hyper_did() {
         "POST /p HTTP/1.1\r\ntransfer-encoding: gzip\r\ntransfer-encoding: chunked\r\n\r\n"
     );
     assert_eq!(out, Outgoing::Chunked);
+    // An empty coding is left out, and chunked is announced once.
+    let (text, _) = head(
+        Method::POST,
+        "/p",
+        &[("transfer-encoding", "")],
+        BodyKnown::Unknown,
+    );
+    assert_eq!(
+        text,
+        "POST /p HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n"
+    );
     // A GET of unknown length sends no body; an absolute target (a parent proxy) as is.
     let (text, out) = head(Method::GET, "http://o.test/x", &[], BodyKnown::Unknown);
     assert_eq!(text, "GET http://o.test/x HTTP/1.1\r\n\r\n");
@@ -254,6 +265,8 @@ fn a_broken_chunked_body_fails() {
         b"5\r\nhelloXX0\r\n\r\n",
         b"fffffffffffffffff\r\n",
         b"5 x\r\nhello\r\n0\r\n\r\n",
+        b"\r\n\r\n",
+        b";ext\r\n\r\n",
     ] {
         assert!(
             dechunk(bad, 3).is_err(),

@@ -5,8 +5,8 @@
 //! origin's `[[origin]]` section chooses the protocol.
 //!
 //! Here: how a request is dispatched to an origin. Bottom to top: the names
-//! (`origin_addr.rs`, `error.rs`, `stream.rs`), HTTP/1.1's wire format (`h1_wire.rs`), one HTTP/1.1
-//! connection (`h1_conn.rs`), TLS settings and the pools' data (`tls.rs`,
+//! (`origin_addr.rs`, `error.rs`, `stream.rs`), HTTP/1.1's wire format (`h1_wire.rs`),
+//! one HTTP/1.1 connection (`h1_conn.rs`), TLS settings and the pools' data (`tls.rs`,
 //! `h1_pool.rs`, `h2_pool.rs`), the shared state (`origins.rs`), opening connections
 //! (`connect.rs`), the pools (`h1.rs`, `h2.rs`), an HTTP/1.1 response body
 //! (`h1_body.rs`), the response body (`body.rs`), sending on HTTP/1.1 (`h1_send.rs`).
