@@ -64,6 +64,9 @@
 #   MEM_MAX_STEPS  steps at most per case, to bound the time (default 40)
 #   WEIR_BIN    Weir binary (default target/release/weir, built with
 #               `cargo build --release -p weir` unless BUILD=0)
+#   WEIR_BIN_B  a second Weir binary, run as proxy `weirb` (add it to PROXIES), with
+#               the same configuration: two builds side by side in one run, the
+#               table's last column giving Weir/weirb
 #   WEIR_EXTRA  more of Weir's configuration, appended to its file as is; for example
 #               WEIR_EXTRA=$'[server]\nscheduler = "per-core"' to compare schedulers
 #   OUT_DIR     where raw results go (default bench/out)
@@ -125,7 +128,7 @@ do_part() { [ "$PART" = all ] || [ "$PART" = "$1" ]; }
 read -r -a PROXY_LIST <<<"${PROXIES//,/ }"
 read -r -a MIXES <<<"${MEM_MIXES//,/ }"
 for p in "${PROXY_LIST[@]}"; do
-    case "$p" in weir|haproxy|nginx) ;; *) die "unknown proxy '$p' in PROXIES (weir, haproxy, nginx)";; esac
+    case "$p" in weir|weirb|haproxy|nginx) ;; *) die "unknown proxy '$p' in PROXIES (weir, weirb, haproxy, nginx)";; esac
 done
 for m in "${MIXES[@]}"; do
     case "$m" in mixed) ;; *) size_bytes "$m" >/dev/null;; esac
@@ -154,7 +157,7 @@ TMP="$(mktemp -d "${TMPDIR:-/tmp}/weir-miss.XXXXXX")"
 chmod 755 "$TMP" # nginx workers may run as another user
 STARTED_PIDS=()
 WRK_PID=""
-SAVE_LOGS="origin-error.log nginx-error.log haproxy.log weir.log weir-mem.log"
+SAVE_LOGS="origin-error.log nginx-error.log haproxy.log weir.log weirb.log weir-mem.log"
 trap bench_cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -165,6 +168,8 @@ PORT_NGINX=$(pick_port);  USED_PORTS+="$PORT_NGINX "
 PORT_HAPROXY=$(pick_port); USED_PORTS+="$PORT_HAPROXY "
 PORT_WEIR=$(pick_port);   USED_PORTS+="$PORT_WEIR "
 PORT_ADMIN=$(pick_port);  USED_PORTS+="$PORT_ADMIN "
+PORT_WEIRB=$(pick_port);  USED_PORTS+="$PORT_WEIRB "
+PORT_ADMINB=$(pick_port); USED_PORTS+="$PORT_ADMINB "
 
 # ---------------------------------------------------------------- content
 # One file per size; the origin answers /<size>/anything with it.
@@ -362,8 +367,8 @@ tree_pids() { # $1 = pid: it and its children
     echo "$1"
     if command -v pgrep >/dev/null 2>&1; then pgrep -P "$1" || true; else children_of "$1"; fi
 }
-proxy_pid() { case "$1" in weir) echo "$WEIR_PID";; haproxy) echo "$HAPROXY_PID";; nginx) echo "$NGINX_PID";; origin) echo "$ORIGIN_PID";; esac; }
-proxy_port() { case "$1" in weir) echo "$PORT_WEIR";; haproxy) echo "$PORT_HAPROXY";; nginx) echo "$PORT_NGINX";; origin) echo "$PORT_ORIGIN";; esac; }
+proxy_pid() { case "$1" in weir) echo "$WEIR_PID";; weirb) echo "$WEIRB_PID";; haproxy) echo "$HAPROXY_PID";; nginx) echo "$NGINX_PID";; origin) echo "$ORIGIN_PID";; esac; }
+proxy_port() { case "$1" in weir) echo "$PORT_WEIR";; weirb) echo "$PORT_WEIRB";; haproxy) echo "$PORT_HAPROXY";; nginx) echo "$PORT_NGINX";; origin) echo "$PORT_ORIGIN";; esac; }
 
 RUN_ID="miss-$(date -u +%Y%m%dT%H%M%SZ)"
 RAW="$OUT_DIR/$RUN_ID"
@@ -422,6 +427,20 @@ if do_part misses; then
         start_weir "$TMP/weir.toml" "$TMP/weir.log"
         log "weir pid $WEIR_PID"
     fi
+    if want weirb; then
+        [ -x "${WEIR_BIN_B:-}" ] || die "proxy weirb needs WEIR_BIN_B, a Weir binary"
+        wdiskb=off
+        [ "$WEIR_DISK" = 1 ] && wdiskb="$TMP/weirb-cache"
+        weir_config "$CACHE_MEM" "$wdiskb" | sed -e "s/:$PORT_ADMIN\"/:$PORT_ADMINB\"/" \
+            -e "s/:$PORT_WEIR\"/:$PORT_WEIRB\"/" >"$TMP/weirb.toml"
+        cp "$TMP/weirb.toml" "$RAW/weirb.toml"
+        "$WEIR_BIN_B" check --config "$TMP/weirb.toml" >/dev/null || die "weir (B) check rejected $TMP/weirb.toml"
+        WEIR_LOG="${WEIR_LOG:-warn}" "$WEIR_BIN_B" run --config "$TMP/weirb.toml" </dev/null >>"$TMP/weirb.log" 2>&1 &
+        WEIRB_PID=$!
+        STARTED_PIDS+=("$WEIRB_PID")
+        wait_ready weirb "$WEIRB_PID" "$PORT_WEIRB"
+        log "weir (B, $WEIR_BIN_B) pid $WEIRB_PID"
+    fi
 
     check_store() { # $1 = proxy: a new URL twice, the second must be a hit
         local url hdr i code
@@ -433,7 +452,7 @@ if do_part misses; then
             [ "$code" = 200 ] || die "$1: $url answered $code"
         done
         case "$1" in
-            weir) grep -qiE '^cache-status:.*weir; *hit' "$hdr" && return 0;;
+            weir|weirb) grep -qiE '^cache-status:.*weir; *hit' "$hdr" && return 0;;
             haproxy|nginx) grep -qiE '^x-cache-status: *HIT' "$hdr" && return 0;;
         esac
         log "$1: second response for $url:"; cat "$hdr" >&2
@@ -515,7 +534,7 @@ if do_part misses; then
             while (length(s) > 3) { r = "," substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) }
             return s r
         }
-        function name(p) { return p == "weir" ? "Weir" : p == "haproxy" ? "HAProxy cache" : p == "nginx" ? "nginx proxy_cache" : "origin direct" }
+        function name(p) { return p == "weir" ? "Weir" : p == "weirb" ? "Weir (B)" : p == "haproxy" ? "HAProxy cache" : p == "nginx" ? "nginx proxy_cache" : "origin direct" }
         NR > 1 {
             if ($2 == 0) { first[$1] = $6; next }
             rpc[$1] = rpc[$1] " " $6; wall[$1] = wall[$1] " " $7; p50[$1] = p50[$1] " " $8; p99[$1] = p99[$1] " " $9

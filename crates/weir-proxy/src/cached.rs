@@ -18,7 +18,7 @@ use crate::body::{ProxyBody, RequestBody};
 use crate::engine::Engine;
 use crate::error::{ProxyError, ONLY_IF_CACHED};
 use crate::flight::{FlightHead, FlightOutcome};
-use crate::forward::{forward_hooked, relay_interim, upstream_request};
+use crate::forward::{forward_hooked, upstream_request};
 use crate::hooks;
 use crate::metrics::CacheOutcome;
 use crate::modules::txn::ModTxn;
@@ -162,8 +162,7 @@ pub(crate) async fn serve(
     refuse_if_only_cached(&parts.headers)?;
     if parts.method == Method::HEAD {
         // HEAD responses are not stored; forward it as it is.
-        let mut req = upstream_request(&parts, &target, RequestBody::Empty, false);
-        relay_interim(&target, &mut req);
+        let req = upstream_request(&parts, &target, RequestBody::Empty, false);
         // Boxed where it is awaited (here and below): its state is several KiB, and
         // inline it would make every request's future that much larger, copied
         // whole when the future is created, on hits too.
@@ -222,8 +221,7 @@ pub(crate) async fn serve(
                 serve_flight(reader, &parts, &target.origin, true).await
             } else {
                 drop(reader);
-                let mut req = upstream_request(&parts, &target, RequestBody::Empty, false);
-                relay_interim(&target, &mut req);
+                let req = upstream_request(&parts, &target, RequestBody::Empty, false);
                 let cache_status = HeaderValue::from_static(unusable.unwrap_or("weir; fwd=miss"));
                 crate::boxed::in_place(|| {
                     forward_hooked(engine, txn, &target, req, CacheOutcome::Miss, cache_status)

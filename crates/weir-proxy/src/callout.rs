@@ -60,7 +60,7 @@ pub(crate) async fn call(
     let exchange = async {
         let response = engine
             .upstream
-            .send(&origin, Request::from_parts(parts, body))
+            .send(&origin, Request::from_parts(parts, body), None)
             .await
             .map_err(|e| ContentError::Origin(format!("{e:?}")))?;
         let (head, mut body) = response.into_parts();

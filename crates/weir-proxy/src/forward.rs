@@ -15,6 +15,7 @@ use crate::engine::Engine;
 use crate::error::{body_too_large, client_body_error, ProxyError};
 use crate::headers;
 use crate::hooks::Whole;
+use crate::interim::Interim;
 use crate::metrics::{CacheOutcome, ErrorKind};
 use crate::modules::txn::ModTxn;
 use crate::served::Served;
@@ -63,15 +64,6 @@ pub(crate) fn upstream_request(
     req
 }
 
-/// Has the 1xx responses the origin sends for `req` relayed to the client of `target`
-/// (when it takes them): for a request whose client waits for this very response,
-/// never for a fetch the client's answer does not wait for.
-pub(crate) fn relay_interim(target: &Target, req: &mut Request<RequestBody>) {
-    if let Some(interim) = &target.interim {
-        interim.relay_from(req);
-    }
-}
-
 /// Forwards a request that does not go through the cache, with the upstream-request,
 /// request-body, response-headers and whole-response events (the response-body event
 /// runs as the body streams).
@@ -88,7 +80,7 @@ pub(crate) async fn forward_hooked(
         Err(reply) => return Ok(Served::module_reply(reply)),
     };
     let (request, slot) = hook_request_body(engine, txn, request);
-    let response = forward(engine, &target.origin, request).await;
+    let response = forward(engine, &target.origin, request, target.interim.as_ref()).await;
     if let Some(slot) = slot {
         // Chunks the client sends after the origin answered pass unchanged.
         *txn = slot.lock().await.take();
@@ -154,15 +146,16 @@ fn hook_request_body(
 }
 
 /// Sends a request to the origin and streams its response back unchanged (apart from
-/// hop-by-hop fields and `Via`).
+/// hop-by-hop fields and `Via`); the origin's 1xx responses go to `interim`.
 pub(crate) async fn forward(
     engine: &Engine,
     origin: &OriginAddr,
     req: Request<RequestBody>,
+    interim: Option<&Interim>,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let response = engine
         .upstream
-        .send(origin, req)
+        .send(origin, req, interim)
         .await
         .map_err(|e| upstream_error(origin, e, engine.limits.max_request_body.0))?;
     let (mut parts, body) = response.into_parts();

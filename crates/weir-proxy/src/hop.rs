@@ -12,6 +12,7 @@ use http::{Request, Response};
 use crate::body::request::RequestBody;
 use crate::cluster::ClusterLink;
 use crate::engine::Engine;
+use crate::interim::Interim;
 use crate::upstream::{OriginAddr, Resume, ResumeFrom, UpstreamBody, UpstreamError};
 
 /// Set on an owner's answer that this node does not keep (`[cluster] local_copies`).
@@ -30,6 +31,7 @@ pub(crate) fn send<'a>(
     origin: &'a OriginAddr,
     url: &'a str,
     mut req: Request<RequestBody>,
+    interim: Option<&'a Interim>,
 ) -> impl std::future::Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + Send + 'a {
     async move {
         let from_peer = req.headers_mut().remove(HOP).is_some();
@@ -43,29 +45,47 @@ pub(crate) fn send<'a>(
             _ => None,
         };
         let Some((owner, peer, cluster)) = owner else {
-            return engine.upstream.send(origin, req).await;
+            return engine.upstream.send(origin, req, interim).await;
         };
         let Some(peer_addr) = parse_peer(&peer) else {
-            return engine.upstream.send(origin, req).await;
+            return engine.upstream.send(origin, req, interim).await;
         };
         // Boxed: only a cluster's fills go through the owner, and what that holds across
         // its awaits would otherwise be part of every fill's future. Made in its box
         // (`boxed.rs`).
-        crate::boxed::in_place(|| via_owner(engine, origin, url, req, &owner, peer_addr, cluster))
-            .await
+        crate::boxed::in_place(|| {
+            let owner = Owner {
+                name: &owner,
+                peer_addr,
+                cluster,
+            };
+            via_owner(engine, origin, url, req, interim, owner)
+        })
+        .await
     }
 }
 
-/// Sends `req` to `owner` at `peer_addr`, or to the origin when the owner fails.
+/// The peer that owns a URL: its name, where it listens, and the link to the cluster.
+struct Owner<'a> {
+    name: &'a str,
+    peer_addr: OriginAddr,
+    cluster: &'a ClusterLink,
+}
+
+/// Sends `req` to its owner, or to the origin when the owner fails.
 async fn via_owner(
     engine: &Engine,
     origin: &OriginAddr,
     url: &str,
     mut req: Request<RequestBody>,
-    owner: &str,
-    peer_addr: OriginAddr,
-    cluster: &ClusterLink,
+    interim: Option<&Interim>,
+    owner: Owner<'_>,
 ) -> Result<Response<UpstreamBody>, UpstreamError> {
+    let Owner {
+        name: owner,
+        peer_addr,
+        cluster,
+    } = owner;
     // The same request again, for the origin if the owner fails (fills carry no body).
     let mut direct = Request::new(RequestBody::Empty);
     *direct.method_mut() = req.method().clone();
@@ -88,7 +108,12 @@ async fn via_owner(
     if let Ok(v) = HeaderValue::from_str(&fetch_from) {
         req.headers_mut().insert(HOP_ORIGIN, v);
     }
-    match tokio::time::timeout(cluster.lease, engine.upstream.send(&peer_addr, req)).await {
+    match tokio::time::timeout(
+        cluster.lease,
+        engine.upstream.send(&peer_addr, req, interim),
+    )
+    .await
+    {
         Ok(Ok(mut response)) => {
             if !cluster.keeps_copy(url) {
                 response.extensions_mut().insert(NotKept);
@@ -99,11 +124,11 @@ async fn via_owner(
         }
         Ok(Err(e)) => {
             tracing::debug!(%owner, error = ?e, "cluster: the owner failed; fetching from the origin");
-            engine.upstream.send(origin, direct).await
+            engine.upstream.send(origin, direct, interim).await
         }
         Err(_) => {
             tracing::debug!(%owner, "cluster: the owner did not answer in time; fetching from the origin");
-            engine.upstream.send(origin, direct).await
+            engine.upstream.send(origin, direct, interim).await
         }
     }
 }
@@ -132,7 +157,8 @@ fn rest_from_origin(
                     again.headers_mut().insert(header::IF_RANGE, validator);
                 }
             }
-            upstream.send(&origin, again).await
+            // The response began long ago: no 1xx is relayed any more.
+            upstream.send(&origin, again, None).await
         })
     })
 }

@@ -83,13 +83,6 @@ impl Interim {
         Waiting(self.clone())
     }
 
-    /// Has the 1xx responses to `request` relayed here: the HTTP/1.1 origin
-    /// connection that sends it finds this queue among its extensions (hyper's HTTP/2
-    /// client does not report 1xx responses).
-    pub fn relay_from<B>(&self, request: &mut http::Request<B>) {
-        request.extensions_mut().insert(self.clone());
-    }
-
     /// Queues an interim response from the origin.
     pub(crate) fn push(&self, status: StatusCode, headers: &http::HeaderMap) {
         // 100 Continue answers an expectation Weir removed and hyper's server answers

@@ -15,7 +15,7 @@ use http::{request, Method, Request, Response, StatusCode};
 use crate::body::{ClientIncoming, ClientStream, ProxyBody, ReadAheadError, RequestBody};
 use crate::config::ListenMode;
 use crate::error::{body_too_large, client_body_error, ProxyError};
-use crate::forward::{forward_hooked, relay_interim, upstream_request};
+use crate::forward::{forward_hooked, upstream_request};
 use crate::headers::{self, MaxForwards};
 use crate::hooks::WholeRequest;
 use crate::interim::Interim;
@@ -279,8 +279,7 @@ fn transact<'a>(
         {
             return Ok(Served::module_reply(reply));
         }
-        let mut upstream_req = upstream_request(&parts, &target, body, false);
-        relay_interim(&target, &mut upstream_req);
+        let upstream_req = upstream_request(&parts, &target, body, false);
         // Boxed, as in `cached::serve`: kept out of every request's future.
         let mut served = crate::boxed::in_place(|| {
             forward_hooked(

@@ -44,6 +44,7 @@ impl Fetch {
     pub(super) fn run(
         mut self,
         req: http::Request<RequestBody>,
+        interim: Option<crate::interim::Interim>,
     ) -> impl std::future::Future<Output = ()> + Send {
         async move {
             let engine = self.engine.clone();
@@ -62,7 +63,7 @@ impl Fetch {
                     return self.end(false);
                 };
                 let sent = tokio::select! {
-                    r = crate::hop::send(engine, &self.origin, self.key.url(), req) => r,
+                    r = crate::hop::send(engine, &self.origin, self.key.url(), req, interim.as_ref()) => r,
                     _ = self.flight.abandoned() => return self.end(false),
                 };
                 let response = match sent {
@@ -345,10 +346,9 @@ impl Fetch {
         let tags = self
             .txn
             .as_ref()
-            .map(|t| t.txn.cache_overrides().tags.clone())
-            .unwrap_or_default();
+            .map(|t| t.txn.cache_overrides().tags.clone());
         let object = CachedObject::new(status, &fetched.headers, body, policy)
-            .with_tags(tags)
+            .with_tags(tags.unwrap_or_default())
             .with_adapted(adapted);
         self.engine
             .cache

@@ -12,7 +12,7 @@ use super::fetch::Fetch;
 use crate::body::RequestBody;
 use crate::engine::Engine;
 use crate::flight::{FlightHead, FlightOutcome};
-use crate::forward::{relay_interim, upstream_request};
+use crate::forward::upstream_request;
 use crate::modules::txn::ModTxn;
 use crate::target::Target;
 
@@ -46,9 +46,6 @@ pub(super) fn start_fetch(
     if let Some(object) = &stale {
         object.add_validators(req.headers_mut());
     }
-    if client_waits {
-        relay_interim(target, &mut req);
-    }
     // The fill may serve several clients: it has a transaction of its own, with the
     // leader's cache overrides (see docs/modules.md).
     let fill_txn = txn.as_ref().and_then(|t| {
@@ -70,7 +67,10 @@ pub(super) fn start_fetch(
     };
     // Boxed before it is spawned, and made in its box (`boxed.rs`): the fetch's future
     // is several KiB, and spawning it unboxed moved it whole several times.
-    tokio::spawn(crate::boxed::in_place(|| fetch.run(req)));
+    // The origin's 1xx responses go to the client when it waits for this very
+    // response, never for a fetch its answer does not wait for.
+    let interim = target.interim.clone().filter(|_| client_waits);
+    tokio::spawn(crate::boxed::in_place(|| fetch.run(req, interim)));
 }
 
 /// Validates a stale copy that was just served (`stale`), or fetches a response that

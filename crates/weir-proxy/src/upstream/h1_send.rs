@@ -36,10 +36,10 @@ impl Upstream {
         origin: &'a Arc<Origin>,
         fresh: Option<PooledConn>,
         request: Request<RequestBody>,
+        interim: Option<&'a Interim>,
     ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + Send + 'a {
         async move {
-            let (mut parts, body) = request.into_parts();
-            let interim = parts.extensions.remove::<Interim>();
+            let (parts, body) = request.into_parts();
             let known = match body.size_hint().exact() {
                 _ if body.is_end_stream() => BodyKnown::Empty,
                 Some(n) => BodyKnown::Exact(n),
@@ -72,7 +72,7 @@ impl Upstream {
             // Pinned here and bounded by reference: the exchange's future is large, and
             // handing it to `bound` by value copied it.
             let exchanged = {
-                let exchange = std::pin::pin!(conn.conn.exchange(method, out, interim.as_ref()));
+                let exchange = std::pin::pin!(conn.conn.exchange(method, out, interim));
                 timer.bound(exchange).await
             };
             let answered = match exchanged {
@@ -84,7 +84,7 @@ impl Upstream {
                         return Err(UpstreamError::Protocol(why));
                     };
                     // Boxed: rare, and its future would otherwise enlarge every fetch's.
-                    let retried = Box::pin(self.send_h1_again(origin, method, again, &interim));
+                    let retried = Box::pin(self.send_h1_again(origin, method, again, interim));
                     let (fresh, answered) =
                         timer.bound(retried).await.ok_or(UpstreamError::Timeout)??;
                     conn = fresh;
@@ -117,11 +117,11 @@ impl Upstream {
         origin: &Arc<Origin>,
         method: &Method,
         out: Outbound,
-        interim: &Option<Interim>,
+        interim: Option<&Interim>,
     ) -> Result<(PooledConn, Answered), UpstreamError> {
         let place = origin.h1.reserve();
         let mut fresh = h1::connect_reserved(self, origin, place).await?;
-        let answered = fresh.conn.exchange(method, out, interim.as_ref()).await?;
+        let answered = fresh.conn.exchange(method, out, interim).await?;
         Ok((fresh, answered))
     }
 }

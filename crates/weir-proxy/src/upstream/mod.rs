@@ -41,6 +41,7 @@ use http_body::Body;
 
 use crate::body::request::RequestBody;
 use crate::config::{OriginConfig, OriginProtocol, TimeoutsConfig, UpstreamConfig};
+use crate::interim::Interim;
 use crate::metrics::Metrics;
 use connect::Negotiated;
 use origins::{Configured, Dispatch, Origin, HTTP1, HTTP2, RECENT_ORIGINS, UNKNOWN};
@@ -194,20 +195,24 @@ impl Upstream {
     }
 
     /// Sends `request` (origin-form URI, headers ready) to `origin` and waits for the
-    /// response head.
+    /// response head. The 1xx responses an HTTP/1.1 origin sends before it go to
+    /// `interim` (hyper's HTTP/2 client does not report them).
     pub async fn send(
         &self,
         addr: &OriginAddr,
         request: Request<RequestBody>,
+        interim: Option<&Interim>,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         let origin = self.origin(addr);
         // The future of this call is part of every caller's (a spawned fill's
         // included), and moved whole when that is spawned: the paths that are not a
         // reused HTTP/1.1 connection are boxed so that it stays small.
         match origin.dispatch() {
-            Dispatch::Http1 => self.send_h1(&origin, None, request).await,
+            Dispatch::Http1 => self.send_h1(&origin, None, request, interim).await,
             Dispatch::Http2 => crate::boxed::in_place(|| self.send_h2(&origin, request)).await,
-            Dispatch::Probe => crate::boxed::in_place(|| self.send_probed(&origin, request)).await,
+            Dispatch::Probe => {
+                crate::boxed::in_place(|| self.send_probed(&origin, request, interim)).await
+            }
         }
     }
 
@@ -215,14 +220,15 @@ impl Upstream {
         &self,
         origin: &Arc<Origin>,
         request: Request<RequestBody>,
+        interim: Option<&Interim>,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         loop {
             match origin.dispatch() {
-                Dispatch::Http1 => return self.send_h1(origin, None, request).await,
+                Dispatch::Http1 => return self.send_h1(origin, None, request, interim).await,
                 Dispatch::Http2 => return self.send_h2(origin, request).await,
                 Dispatch::Probe => {
                     if let Some(conn) = self.probe(origin).await? {
-                        return self.send_h1(origin, Some(conn), request).await;
+                        return self.send_h1(origin, Some(conn), request, interim).await;
                     }
                 }
             }
