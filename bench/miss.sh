@@ -67,6 +67,8 @@
 #   WEIR_BIN_B  a second Weir binary, run as proxy `weirb` (add it to PROXIES), with
 #               the same configuration: two builds side by side in one run, the
 #               table's last column giving Weir/weirb
+#   WEIR_EXTRA_B  weirb's WEIR_EXTRA, when it differs (default: WEIR_EXTRA); with
+#               WEIR_BIN_B=$WEIR_BIN, two configurations of one build side by side
 #   WEIR_EXTRA  more of Weir's configuration, appended to its file as is; for example
 #               WEIR_EXTRA=$'[server]\nscheduler = "per-core"' to compare schedulers
 #   OUT_DIR     where raw results go (default bench/out)
@@ -431,7 +433,7 @@ if do_part misses; then
         [ -x "${WEIR_BIN_B:-}" ] || die "proxy weirb needs WEIR_BIN_B, a Weir binary"
         wdiskb=off
         [ "$WEIR_DISK" = 1 ] && wdiskb="$TMP/weirb-cache"
-        weir_config "$CACHE_MEM" "$wdiskb" | sed -e "s/:$PORT_ADMIN\"/:$PORT_ADMINB\"/" \
+        WEIR_EXTRA="${WEIR_EXTRA_B-$WEIR_EXTRA}" weir_config "$CACHE_MEM" "$wdiskb" | sed -e "s/:$PORT_ADMIN\"/:$PORT_ADMINB\"/" \
             -e "s/:$PORT_WEIR\"/:$PORT_WEIRB\"/" >"$TMP/weirb.toml"
         cp "$TMP/weirb.toml" "$RAW/weirb.toml"
         "$WEIR_BIN_B" check --config "$TMP/weirb.toml" >/dev/null || die "weir (B) check rejected $TMP/weirb.toml"

@@ -18,7 +18,7 @@ use crate::body::{ProxyBody, RequestBody};
 use crate::engine::Engine;
 use crate::error::{ProxyError, ONLY_IF_CACHED};
 use crate::flight::{FlightHead, FlightOutcome};
-use crate::forward::{forward_hooked, upstream_request};
+use crate::forward::{forward_hooked, logged_origin, upstream_request};
 use crate::hooks;
 use crate::metrics::CacheOutcome;
 use crate::modules::txn::ModTxn;
@@ -201,7 +201,7 @@ pub(crate) async fn serve(
                 ticket,
             };
             start_fetch(engine, fill, &parts, &target, txn, true);
-            serve_flight(reader, &parts, &target.origin, false).await
+            serve_flight(reader, &parts, logged_origin(engine, &target), false).await
         }
         Ok(Join::Follower(mut reader)) => {
             // Another client's fetch serves us only if it is stored (so shared) and
@@ -218,7 +218,7 @@ pub(crate) async fn serve(
                 _ => None,
             };
             if unusable.is_none() {
-                serve_flight(reader, &parts, &target.origin, true).await
+                serve_flight(reader, &parts, None, true).await
             } else {
                 drop(reader);
                 let req = upstream_request(&parts, &target, RequestBody::Empty, false);
@@ -235,11 +235,12 @@ pub(crate) async fn serve(
 const STALE_WHILE_REVALIDATE: HeaderValue =
     HeaderValue::from_static("weir; hit; detail=stale-while-revalidate");
 
-/// Answers a client from a flight: its head, then its body as it arrives.
+/// Answers a client from a flight: its head, then its body as it arrives. `upstream`:
+/// the origin the leader's access log line names (a follower's names none).
 async fn serve_flight(
     mut reader: FlightReader<FlightHead>,
     parts: &request::Parts,
-    origin: &OriginAddr,
+    upstream: Option<OriginAddr>,
     follower: bool,
 ) -> Result<Served, ProxyError> {
     let head = match reader.head().await {
@@ -270,7 +271,7 @@ async fn serve_flight(
         response,
         outcome,
         cache_status,
-        upstream: (!follower).then(|| origin.clone()),
+        upstream,
         origin_body: false,
     };
     if h.status == StatusCode::OK

@@ -64,6 +64,12 @@ pub(crate) fn upstream_request(
     req
 }
 
+/// The origin a transaction went to, for its access log line: a copy is made only when
+/// there is an access log.
+pub(crate) fn logged_origin(engine: &Engine, target: &Target) -> Option<OriginAddr> {
+    engine.log.as_ref().map(|_| target.origin.clone())
+}
+
 /// Forwards a request that does not go through the cache, with the upstream-request,
 /// request-body, response-headers and whole-response events (the response-body event
 /// runs as the body streams).
@@ -71,14 +77,13 @@ pub(crate) async fn forward_hooked(
     engine: &Arc<Engine>,
     txn: &mut Option<ModTxn>,
     target: &Target,
-    request: Request<RequestBody>,
+    mut request: Request<RequestBody>,
     outcome: CacheOutcome,
     cache_status: HeaderValue,
 ) -> Result<Served, ProxyError> {
-    let request = match crate::hooks::upstream_request(engine, txn.as_mut(), request).await? {
-        Ok(r) => r,
-        Err(reply) => return Ok(Served::module_reply(reply)),
-    };
+    if let Some(reply) = crate::hooks::upstream_request(engine, txn.as_mut(), &mut request).await? {
+        return Ok(Served::module_reply(reply));
+    }
     let (request, slot) = hook_request_body(engine, txn, request);
     let response = forward(engine, &target.origin, request, target.interim.as_ref()).await;
     if let Some(slot) = slot {
@@ -110,7 +115,7 @@ pub(crate) async fn forward_hooked(
         response: Response::from_parts(head, body),
         outcome,
         cache_status,
-        upstream: Some(target.origin.clone()),
+        upstream: logged_origin(engine, target),
         origin_body: true,
     })
 }

@@ -78,15 +78,18 @@ macro_rules! cache_lookup {
 }
 pub(crate) use cache_lookup;
 
-/// A request is about to go to the origin. `Err(reply)`: a module answered instead.
+/// A request is about to go to the origin. `Some(reply)`: a module answered instead.
+/// The request is borrowed, not moved in and out: without a module that wants the
+/// event, a miss would copy it twice for nothing.
 pub(crate) async fn upstream_request(
     engine: &Engine,
     txn: Option<&mut ModTxn>,
-    request: Request<RequestBody>,
-) -> Result<Result<Request<RequestBody>, Box<Reply>>, ProxyError> {
+    request: &mut Request<RequestBody>,
+) -> Result<Option<Box<Reply>>, ProxyError> {
     match txn {
         Some(ModTxn { chain, txn: t }) if chain.wants(Event::UpstreamRequest) => {
-            let (mut head, body) = request.into_parts();
+            let taken = std::mem::replace(request, Request::new(RequestBody::Empty));
+            let (mut head, body) = taken.into_parts();
             let hook = run_event!(
                 chain,
                 Event::UpstreamRequest,
@@ -95,12 +98,10 @@ pub(crate) async fn upstream_request(
                 call::upstream_request,
                 &engine.metrics
             );
-            Ok(match decide(hook)? {
-                None => Ok(Request::from_parts(head, body)),
-                Some(reply) => Err(reply),
-            })
+            *request = Request::from_parts(head, body);
+            decide(hook)
         }
-        _ => Ok(Ok(request)),
+        _ => Ok(None),
     }
 }
 

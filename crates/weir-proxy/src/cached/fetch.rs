@@ -43,17 +43,17 @@ impl Fetch {
     #[inline(never)]
     pub(super) fn run(
         mut self,
-        req: http::Request<RequestBody>,
+        mut req: http::Request<RequestBody>,
         interim: Option<crate::interim::Interim>,
     ) -> impl std::future::Future<Output = ()> + Send {
         async move {
             let engine = self.engine.clone();
             let engine = &engine;
-            let req = match hooks::upstream_request(engine, self.txn.as_mut(), req).await {
-                Ok(Ok(req)) => req,
-                Ok(Err(reply)) => return self.publish_reply(reply).await,
+            match hooks::upstream_request(engine, self.txn.as_mut(), &mut req).await {
+                Ok(None) => {}
+                Ok(Some(reply)) => return self.publish_reply(reply).await,
                 Err(e) => return self.fail(e),
-            };
+            }
             // A validation may have to be repeated without its conditions (below).
             let mut unconditional = self.stale.as_ref().map(|_| without_validators(&req));
             let validated = self.stale.is_some();

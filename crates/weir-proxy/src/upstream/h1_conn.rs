@@ -259,8 +259,11 @@ enum Sending {
     Body(BoxError),
 }
 
-/// A request being written: the bytes queued, then the body's frames as they come.
+/// A request being written: its head (with a small body), the bytes queued after it,
+/// then the body's frames as they come.
 struct Writer {
+    /// Apart from `queued`, which a request without a body never needs to allocate.
+    head: Bytes,
     queued: VecDeque<Bytes>,
     body: Option<RequestBody>,
     outgoing: Outgoing,
@@ -276,7 +279,6 @@ impl Writer {
             mut body,
             outgoing,
         } = out;
-        let mut queued = VecDeque::with_capacity(2);
         let mut sent = 0;
         // A small body in memory goes out with its head, in one write.
         let joined = match (&mut body, outgoing) {
@@ -293,13 +295,13 @@ impl Writer {
             }
             _ => None,
         };
-        queued.push_back(joined.unwrap_or(head));
         let body = match outgoing {
             Outgoing::None => None,
             _ => Some(body),
         };
         Writer {
-            queued,
+            head: joined.unwrap_or(head),
+            queued: VecDeque::new(),
             body,
             outgoing,
             sent,
@@ -308,16 +310,11 @@ impl Writer {
     }
 
     fn poll_send(&mut self, cx: &mut Context<'_>, io: &mut BoxIo) -> Poll<Result<(), Sending>> {
+        ready!(write_out(cx, io, &mut self.head))?;
         loop {
             while let Some(front) = self.queued.front_mut() {
-                let n = ready!(Pin::new(&mut *io).poll_write(cx, front)).map_err(Sending::Io)?;
-                if n == 0 {
-                    return Poll::Ready(Err(Sending::Io(io::ErrorKind::WriteZero.into())));
-                }
-                front.advance(n);
-                if front.is_empty() {
-                    self.queued.pop_front();
-                }
+                ready!(write_out(cx, io, front))?;
+                self.queued.pop_front();
             }
             let Some(body) = self.body.as_mut() else {
                 return Pin::new(&mut *io).poll_flush(cx).map_err(Sending::Io);
@@ -382,4 +379,16 @@ impl Writer {
             _ => Ok(()),
         }
     }
+}
+
+/// Writes all of `bytes` (advanced past what was written, so a wait resumes there).
+fn write_out(cx: &mut Context<'_>, io: &mut BoxIo, bytes: &mut Bytes) -> Poll<Result<(), Sending>> {
+    while !bytes.is_empty() {
+        let n = ready!(Pin::new(&mut *io).poll_write(cx, bytes)).map_err(Sending::Io)?;
+        if n == 0 {
+            return Poll::Ready(Err(Sending::Io(io::ErrorKind::WriteZero.into())));
+        }
+        bytes.advance(n);
+    }
+    Poll::Ready(Ok(()))
 }
