@@ -200,8 +200,11 @@ pub(crate) async fn serve(
                 stale,
                 ticket,
             };
-            start_fetch(engine, fill, &parts, &target, txn, true);
-            serve_flight(reader, &parts, logged_origin(engine, &target), false).await
+            // The fill keeps the request; serving the flight needs only its conditions.
+            let conditions = client_conditions(&parts.headers);
+            let upstream = logged_origin(engine, &target);
+            start_fetch(engine, fill, parts, &target, txn, true);
+            serve_flight(reader, &conditions, upstream, false).await
         }
         Ok(Join::Follower(mut reader)) => {
             // Another client's fetch serves us only if it is stored (so shared) and
@@ -218,7 +221,7 @@ pub(crate) async fn serve(
                 _ => None,
             };
             if unusable.is_none() {
-                serve_flight(reader, &parts, None, true).await
+                serve_flight(reader, &parts.headers, None, true).await
             } else {
                 drop(reader);
                 let req = upstream_request(&parts, &target, RequestBody::Empty, false);
@@ -235,11 +238,13 @@ pub(crate) async fn serve(
 const STALE_WHILE_REVALIDATE: HeaderValue =
     HeaderValue::from_static("weir; hit; detail=stale-while-revalidate");
 
-/// Answers a client from a flight: its head, then its body as it arrives. `upstream`:
-/// the origin the leader's access log line names (a follower's names none).
+/// Answers a client from a flight: its head, then its body as it arrives, or a 304 when
+/// `conditions` (the client's request fields, or at least its conditional ones) match
+/// it. `upstream`: the origin the leader's access log line names (a follower's names
+/// none).
 async fn serve_flight(
     mut reader: FlightReader<FlightHead>,
-    parts: &request::Parts,
+    conditions: &HeaderMap,
     upstream: Option<OriginAddr>,
     follower: bool,
 ) -> Result<Served, ProxyError> {
@@ -276,7 +281,7 @@ async fn serve_flight(
     };
     if h.status == StatusCode::OK
         && h.shareable
-        && client_conditional_matches(&h.headers, &parts.headers)
+        && client_conditional_matches(&h.headers, conditions)
     {
         let mut r = Response::new(ProxyBody::empty());
         *r.status_mut() = StatusCode::NOT_MODIFIED;
@@ -302,6 +307,18 @@ async fn serve_flight(
     *r.status_mut() = h.status;
     *r.headers_mut() = h.headers.clone();
     Ok(served(r))
+}
+
+/// The fields of a request that `client_conditional_matches` reads, copied (most
+/// requests have none, and the copy then allocates nothing).
+fn client_conditions(request: &HeaderMap) -> HeaderMap {
+    let mut conditions = HeaderMap::new();
+    for name in [header::IF_NONE_MATCH, header::IF_MODIFIED_SINCE] {
+        if let Some(value) = request.get(&name) {
+            conditions.insert(name, value.clone());
+        }
+    }
+    conditions
 }
 
 fn client_conditional_matches(response: &HeaderMap, request: &HeaderMap) -> bool {

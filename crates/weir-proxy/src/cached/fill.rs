@@ -27,11 +27,13 @@ pub(super) struct Fill {
 
 /// Starts the origin fetch that feeds a flight: a validation when there is a stale
 /// copy, else a plain fetch. `client_waits`: the client of `parts` waits for this
-/// fetch's response (it leads the flight), and is relayed its 1xx responses.
+/// fetch's response (it leads the flight), and is relayed its 1xx responses. The fill
+/// keeps `parts` (the leader's request, for the storage policy and the variant key):
+/// a leader hands over its own, not a copy.
 pub(super) fn start_fetch(
     engine: &Arc<Engine>,
     fill: Fill,
-    parts: &request::Parts,
+    mut parts: request::Parts,
     target: &Target,
     txn: &Option<ModTxn>,
     client_waits: bool,
@@ -42,7 +44,9 @@ pub(super) fn start_fetch(
         stale,
         ticket,
     } = fill;
-    let mut req = upstream_request(parts, target, RequestBody::Empty, true);
+    let mut req = upstream_request(&parts, target, RequestBody::Empty, true);
+    // What the client's connection attached to its request stays with the client.
+    parts.extensions.clear();
     if let Some(object) = &stale {
         object.add_validators(req.headers_mut());
     }
@@ -59,7 +63,7 @@ pub(super) fn start_fetch(
         txn: fill_txn,
         key,
         flight,
-        request: strip_body(parts),
+        request: parts,
         origin: target.origin.clone(),
         targeted: target.targeted,
         stale,
@@ -97,7 +101,7 @@ pub(super) fn fetch_in_background(
             stale,
             ticket,
         };
-        start_fetch(engine, fill, parts, target, txn, false);
+        start_fetch(engine, fill, strip_body(parts), target, txn, false);
         // A fetch stops when nobody reads it; this reader keeps it going to the end.
         tokio::spawn(async move {
             let Some(head) = reader.head().await else {

@@ -267,6 +267,30 @@ async fn a_conditional_miss_fetches_the_whole_response_to_store_it() {
 }
 
 #[tokio::test]
+async fn a_miss_with_only_if_modified_since_is_answered_304() {
+    let (origin, _proxy, client) = setup();
+    let last_modified = http_date(7200);
+    origin.route(
+        "/ims-miss",
+        Reply::ok("body")
+            .cc("max-age=60")
+            .header("last-modified", last_modified),
+    );
+    let url = origin.url("/ims-miss");
+    let since = http_date(60);
+    let r = get(&client, &url, &[("if-modified-since", since.as_str())]).await;
+    assert_eq!(r.status, 304, "not modified since a later date");
+    let r = get(
+        &client,
+        &url,
+        &[("if-modified-since", http_date(9000).as_str())],
+    )
+    .await;
+    assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "body"));
+    assert_eq!(origin.count("/ims-miss"), 1);
+}
+
+#[tokio::test]
 async fn if_modified_since_uses_the_date_without_last_modified() {
     let (origin, _proxy, client) = setup();
     origin.route("/dated", Reply::ok("dated body").cc("max-age=60"));
