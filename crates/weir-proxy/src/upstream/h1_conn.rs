@@ -68,23 +68,13 @@ impl Drop for H1Conn {
     }
 }
 
-/// A request ready to go: its head's bytes and its body. The head is kept so that a
-/// request a closing keep-alive connection lost can be written again.
+/// A request ready to go: its head's bytes and its body. A plain vector: made into
+/// `Bytes`, a head (shorter than the room it was written into) would take a second
+/// allocation to share bytes that nothing shares.
 pub(super) struct Outbound {
-    pub(super) head: Bytes,
+    pub(super) head: Vec<u8>,
     pub(super) body: RequestBody,
     pub(super) outgoing: Outgoing,
-}
-
-impl Outbound {
-    /// A copy to send again, when the body is in memory.
-    pub(super) fn replay(&self) -> Option<Outbound> {
-        Some(Outbound {
-            head: self.head.clone(),
-            body: self.body.try_clone()?,
-            outgoing: self.outgoing,
-        })
-    }
 }
 
 /// What an exchange came to: the final response head and its body's framing, and
@@ -262,8 +252,10 @@ enum Sending {
 /// A request being written: its head (with a small body), the bytes queued after it,
 /// then the body's frames as they come.
 struct Writer {
-    /// Apart from `queued`, which a request without a body never needs to allocate.
-    head: Bytes,
+    /// Apart from `queued`, which a request without a body never needs to allocate;
+    /// written from `head_sent` on.
+    head: Vec<u8>,
+    head_sent: usize,
     queued: VecDeque<Bytes>,
     body: Option<RequestBody>,
     outgoing: Outgoing,
@@ -275,32 +267,25 @@ struct Writer {
 impl Writer {
     fn new(out: Outbound) -> Writer {
         let Outbound {
-            head,
+            mut head,
             mut body,
             outgoing,
         } = out;
         let mut sent = 0;
         // A small body in memory goes out with its head, in one write.
-        let joined = match (&mut body, outgoing) {
-            (RequestBody::Buffered(b), Outgoing::Length(_))
-                if b.as_ref().is_some_and(|b| b.len() < JOIN_BODY_BELOW) =>
-            {
-                b.take().map(|b| {
-                    sent = b.len() as u64;
-                    let mut joined = Vec::with_capacity(head.len() + b.len());
-                    joined.extend_from_slice(&head);
-                    joined.extend_from_slice(&b);
-                    Bytes::from(joined)
-                })
+        if let (RequestBody::Buffered(b), Outgoing::Length(_)) = (&mut body, outgoing) {
+            if let Some(b) = b.take_if(|b| b.len() < JOIN_BODY_BELOW) {
+                sent = b.len() as u64;
+                head.extend_from_slice(&b);
             }
-            _ => None,
-        };
+        }
         let body = match outgoing {
             Outgoing::None => None,
             _ => Some(body),
         };
         Writer {
-            head: joined.unwrap_or(head),
+            head,
+            head_sent: 0,
             queued: VecDeque::new(),
             body,
             outgoing,
@@ -310,7 +295,14 @@ impl Writer {
     }
 
     fn poll_send(&mut self, cx: &mut Context<'_>, io: &mut BoxIo) -> Poll<Result<(), Sending>> {
-        ready!(write_out(cx, io, &mut self.head))?;
+        while self.head_sent < self.head.len() {
+            let rest = &self.head[self.head_sent..];
+            let n = ready!(Pin::new(&mut *io).poll_write(cx, rest)).map_err(Sending::Io)?;
+            if n == 0 {
+                return Poll::Ready(Err(Sending::Io(io::ErrorKind::WriteZero.into())));
+            }
+            self.head_sent += n;
+        }
         loop {
             while let Some(front) = self.queued.front_mut() {
                 ready!(write_out(cx, io, front))?;

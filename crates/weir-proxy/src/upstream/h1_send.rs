@@ -6,7 +6,6 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::{Method, Request, Response};
 use http_body::Body;
 
@@ -45,26 +44,16 @@ impl Upstream {
                 Some(n) => BodyKnown::Exact(n),
                 None => BodyKnown::Unknown,
             };
-            let mut head = Vec::with_capacity(HEAD_ROOM);
-            let outgoing = h1_wire::encode_request(
-                &parts.method,
-                &parts.uri,
-                &parts.headers,
-                known,
-                &mut head,
-            );
-            let out = Outbound {
-                head: Bytes::from(head),
-                body,
-                outgoing,
-            };
+            let out = outbound(&parts, known, body);
             let (mut conn, reused) = match fresh {
                 Some(conn) => (conn, false),
                 None => h1::checkout(self, origin).await?,
             };
             let method = &parts.method;
+            // A body to send again; the head is written again only if it is needed
+            // (a copy of it would share its bytes, an allocation on every request).
             let again = match reused && idempotent(method) {
-                true => out.replay(),
+                true => out.body.try_clone(),
                 false => None,
             };
             // One timer for the response's deadline, then the body's idle limit.
@@ -80,9 +69,10 @@ impl Upstream {
                 Some(Ok(answered)) => answered,
                 Some(Err(ExchangeError::Failed(e))) => return Err(e),
                 Some(Err(ExchangeError::NothingBack(why))) => {
-                    let Some(again) = again else {
+                    let Some(body) = again else {
                         return Err(UpstreamError::Protocol(why));
                     };
+                    let again = outbound(&parts, known, body);
                     // Boxed: rare, and its future would otherwise enlarge every fetch's.
                     let retried = Box::pin(self.send_h1_again(origin, method, again, interim));
                     let (fresh, answered) =
@@ -123,6 +113,18 @@ impl Upstream {
         let mut fresh = h1::connect_reserved(self, origin, place).await?;
         let answered = fresh.conn.exchange(method, out, interim).await?;
         Ok((fresh, answered))
+    }
+}
+
+/// A request's head, written out, with the body that follows it.
+fn outbound(parts: &http::request::Parts, known: BodyKnown, body: RequestBody) -> Outbound {
+    let mut head = Vec::with_capacity(HEAD_ROOM);
+    let outgoing =
+        h1_wire::encode_request(&parts.method, &parts.uri, &parts.headers, known, &mut head);
+    Outbound {
+        head,
+        body,
+        outgoing,
     }
 }
 
