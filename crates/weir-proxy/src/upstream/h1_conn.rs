@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use http::Method;
 use http_body::Body;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
@@ -257,6 +257,8 @@ struct Writer {
     head: Vec<u8>,
     head_sent: usize,
     queued: VecDeque<Bytes>,
+    /// Bytes of the front of `queued` already written.
+    front_sent: usize,
     body: Option<RequestBody>,
     outgoing: Outgoing,
     /// Body bytes sent (checked against a declared length).
@@ -287,6 +289,7 @@ impl Writer {
             head,
             head_sent: 0,
             queued: VecDeque::new(),
+            front_sent: 0,
             body,
             outgoing,
             sent,
@@ -295,18 +298,12 @@ impl Writer {
     }
 
     fn poll_send(&mut self, cx: &mut Context<'_>, io: &mut BoxIo) -> Poll<Result<(), Sending>> {
-        while self.head_sent < self.head.len() {
-            let rest = &self.head[self.head_sent..];
-            let n = ready!(Pin::new(&mut *io).poll_write(cx, rest)).map_err(Sending::Io)?;
-            if n == 0 {
-                return Poll::Ready(Err(Sending::Io(io::ErrorKind::WriteZero.into())));
-            }
-            self.head_sent += n;
-        }
+        ready!(write_out(cx, io, &self.head, &mut self.head_sent))?;
         loop {
-            while let Some(front) = self.queued.front_mut() {
-                ready!(write_out(cx, io, front))?;
+            while let Some(front) = self.queued.front() {
+                ready!(write_out(cx, io, front, &mut self.front_sent))?;
                 self.queued.pop_front();
+                self.front_sent = 0;
             }
             let Some(body) = self.body.as_mut() else {
                 return Pin::new(&mut *io).poll_flush(cx).map_err(Sending::Io);
@@ -373,14 +370,20 @@ impl Writer {
     }
 }
 
-/// Writes all of `bytes` (advanced past what was written, so a wait resumes there).
-fn write_out(cx: &mut Context<'_>, io: &mut BoxIo, bytes: &mut Bytes) -> Poll<Result<(), Sending>> {
-    while !bytes.is_empty() {
-        let n = ready!(Pin::new(&mut *io).poll_write(cx, bytes)).map_err(Sending::Io)?;
+/// Writes what is left of `bytes` after the first `sent`, counting them in `sent`, so
+/// that a wait resumes where it stopped.
+fn write_out(
+    cx: &mut Context<'_>,
+    io: &mut BoxIo,
+    bytes: &[u8],
+    sent: &mut usize,
+) -> Poll<Result<(), Sending>> {
+    while *sent < bytes.len() {
+        let n = ready!(Pin::new(&mut *io).poll_write(cx, &bytes[*sent..])).map_err(Sending::Io)?;
         if n == 0 {
             return Poll::Ready(Err(Sending::Io(io::ErrorKind::WriteZero.into())));
         }
-        bytes.advance(n);
+        *sent += n;
     }
     Poll::Ready(Ok(()))
 }
