@@ -5,6 +5,10 @@ use std::time::SystemTime;
 
 use http::{header, HeaderMap, HeaderName, StatusCode};
 
+/// The request fields [`not_modified`] reads: a caller that keeps only these for it
+/// (rather than the whole request) gets the same answer.
+pub const CONDITION_FIELDS: [HeaderName; 2] = [header::IF_NONE_MATCH, header::IF_MODIFIED_SINCE];
+
 /// Whether a GET with these request headers is answered 304 by a response with this
 /// status and these headers: `If-None-Match` (weak comparison) when present, else
 /// `If-Modified-Since` against `Last-Modified`, or `Date` when there is none.

@@ -313,7 +313,7 @@ async fn serve_flight(
 /// requests have none, and the copy then allocates nothing).
 fn client_conditions(request: &HeaderMap) -> HeaderMap {
     let mut conditions = HeaderMap::new();
-    for name in [header::IF_NONE_MATCH, header::IF_MODIFIED_SINCE] {
+    for name in weir_cache::conditional::CONDITION_FIELDS {
         if let Some(value) = request.get(&name) {
             conditions.insert(name, value.clone());
         }
