@@ -25,10 +25,13 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::headers::{head_too_large, too_many_fields, MAX_REQUEST_FIELDS};
-use crate::metrics::{ErrorKind, Metrics};
+use crate::headers::MAX_REQUEST_FIELDS;
+use crate::metrics::Metrics;
 
 mod proxy_connection;
+mod replacement;
+
+use replacement::replacement_for;
 
 /// What the guard found, shared with the connection's transactions.
 #[derive(Default)]
@@ -97,6 +100,33 @@ impl<IO> FramingGuard<IO> {
     /// The stream under the guard.
     pub fn get_ref(&self) -> &IO {
         &self.io
+    }
+
+    /// The stream under the guard, for Weir's own HTTP/1.1 server, which reads whole
+    /// bodiless requests past the guard (it parses them itself, and serves nothing
+    /// whose framing could be ambiguous) and tells the guard with
+    /// [`FramingGuard::served_past`].
+    pub fn get_mut(&mut self) -> &mut IO {
+        &mut self.io
+    }
+
+    /// A request was read past the guard, whole and without a body: the next one is
+    /// the guard's next in sequence.
+    pub fn served_past(&mut self) {
+        self.first_read = false;
+        self.requests += 1;
+    }
+
+    /// Follows bytes read past the guard that hyper is about to be given.
+    pub fn observe_ahead(&mut self, data: &mut [u8]) {
+        if !matches!(self.state, State::Off) {
+            self.observe(data);
+        }
+    }
+
+    /// The connection speaks HTTP/2: nothing to follow.
+    pub fn step_aside(&mut self) {
+        self.state = State::Off;
     }
 
     /// Every byte read so far belonged to a complete HTTP/1 request (head and body),
@@ -317,13 +347,6 @@ impl<IO> FramingGuard<IO> {
     }
 }
 
-/// The longest request target hyper's HTTP/1 parser takes.
-const HYPER_MAX_TARGET: usize = u16::MAX as usize - 1;
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    memchr::memmem::find(hay, needle)
-}
-
 /// Where a head (or a trailer section) ends: `\r\n\r\n`. Its searcher is built once:
 /// `memmem::find` builds one on every call, which cost each request more than the
 /// search itself.
@@ -349,60 +372,6 @@ impl<IO: AsyncRead + Unpin> AsyncRead for FramingGuard<IO> {
         }
         r
     }
-}
-
-/// If `head` is hyper's own answer to an unparseable request, the answer to send
-/// instead: a reason, and Weir's usual headers. A head too large gets the service's
-/// answer to one over `header_limit` (or with too many fields): hyper's 414 for a
-/// target over 65,534 bytes is kept only when the limit allows such a target.
-fn replacement_for(
-    head: &[u8],
-    header_limit: usize,
-    too_many: bool,
-) -> Option<(Vec<u8>, ErrorKind)> {
-    const TOO_LARGE: &str = "431 Request Header Fields Too Large";
-    let too_large = || {
-        let reason = if too_many {
-            too_many_fields()
-        } else {
-            head_too_large(header_limit)
-        };
-        (TOO_LARGE, ErrorKind::HeaderTooLarge, reason)
-    };
-    let (status, kind, reason) = if head.starts_with(b"HTTP/1.1 400 ") {
-        (
-            "400 Bad Request",
-            ErrorKind::BadRequest,
-            "malformed request: not a valid HTTP/1.1 request line and header section".into(),
-        )
-    } else if head.starts_with(b"HTTP/1.1 431 ") {
-        too_large()
-    } else if head.starts_with(b"HTTP/1.1 414 ") {
-        if header_limit < HYPER_MAX_TARGET {
-            too_large()
-        } else {
-            (
-                "414 URI Too Long",
-                ErrorKind::BadRequest,
-                "request target too long".into(),
-            )
-        }
-    } else {
-        return None;
-    };
-    let lower = head.to_ascii_lowercase();
-    // Every response the service produces carries Cache-Status; hyper's own do not.
-    if find(&lower, b"cache-status:").is_some() || find(&lower, b"content-length: 0\r\n").is_none()
-    {
-        return None;
-    }
-    let body = format!("{reason}\n");
-    let text = format!(
-        "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncache-control: no-store\r\n\
-         cache-status: weir; detail=refused\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    Some((text.into_bytes(), kind))
 }
 
 impl<IO: AsyncWrite + Unpin> FramingGuard<IO> {

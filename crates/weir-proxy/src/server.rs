@@ -3,6 +3,9 @@
 
 mod accept;
 mod connection;
+mod h1;
+mod h1_request;
+mod h1_response;
 mod h2;
 mod start_error;
 mod stop;

@@ -1,6 +1,7 @@
 //! The framing guard fed the reads hyper would make.
 
 use super::*;
+use crate::metrics::ErrorKind;
 
 fn feed(pieces: &[&[u8]]) -> (u64, Arc<FramingReport>) {
     let (mut g, report) = FramingGuard::new((), 65536, Arc::new(Metrics::new()));

@@ -118,18 +118,20 @@ pub(crate) enum ClientIo {
 }
 
 impl ClientIo {
-    /// Waits until reading may return something (bytes, the end, an error), without
+    /// Ready when reading may return something (bytes, the end, an error), without
     /// reading or holding any buffer. For TLS this is the socket's readiness: when a
     /// read of the TLS stream last returned nothing, rustls had no plaintext left.
-    pub(crate) async fn readable(&self) -> std::io::Result<()> {
+    /// A poll, not a future: it keeps the one waker slot the last read registered,
+    /// where tokio's `readable` joins a list of waiters and leaves it on every wait.
+    pub(crate) fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let stream = match self {
             ClientIo::Plain(s) => s,
             ClientIo::Tls(s) => s.get_ref().0,
         };
         if stream.has_prefix() {
-            return Ok(());
+            return Poll::Ready(Ok(()));
         }
-        stream.get_ref().get_ref().readable().await
+        stream.get_ref().get_ref().poll_read_ready(cx)
     }
 }
 

@@ -63,12 +63,15 @@ pub(crate) struct Protocols {
     /// How long a connection may wait for a request, and an HTTP/1 request head take
     /// to arrive whole (`client_idle`; see [`Client::poll_read`]).
     pub idle: Duration,
+    /// The most bytes a head may take before hyper refuses it (its buffer's limit).
+    pub head_limit: usize,
 }
 
 impl Protocols {
     pub fn new(config: &crate::config::Config) -> Protocols {
         let header_limit = config.limits.max_request_header.0 as usize;
         let idle = config.timeouts.client_idle.0;
+        let head_limit = (2 * header_limit + 8192).max(16384);
         let mut h1 = http1::Builder::new();
         // The head's deadline is kept by `Client`, with the one timer it reuses: hyper's
         // own allocated, registered and dropped a timer for every request.
@@ -77,7 +80,7 @@ impl Protocols {
             .keep_alive(true)
             // Requests over our own limit get a 431 with a reason from the service;
             // hyper's own buffer limit (a bare 431) is only reached far beyond it.
-            .max_buf_size((2 * header_limit + 8192).max(16384))
+            .max_buf_size(head_limit)
             .max_headers(crate::headers::MAX_REQUEST_FIELDS)
             .pipeline_flush(false);
         Protocols {
@@ -87,6 +90,7 @@ impl Protocols {
                 max_concurrent_streams: 256,
             },
             idle,
+            head_limit,
         }
     }
 }
@@ -126,6 +130,7 @@ pub(crate) async fn serve<K: Send + 'static>(
         return;
     };
     if h2 {
+        client.io.step_aside();
         // HTTP/2 goes on in a task of its own, sized for it; this one ends. Awaited
         // here, HTTP/2's state (h2's connection, about 3.7 KiB) would size this future
         // and so the task of every connection: a parked HTTP/1.1 connection would keep
@@ -138,7 +143,22 @@ pub(crate) async fn serve<K: Send + 'static>(
         return;
     }
     client.may_park = true;
+    let limits = super::h1::Limits {
+        idle: protocols.idle,
+        head_limit: protocols.head_limit,
+    };
     loop {
+        // Weir's own server serves what it can; hyper takes over from the first request
+        // it leaves, until the connection is idle again (`server/h1.rs`).
+        let prefix = std::mem::take(&mut client.prefix);
+        let mut ahead =
+            match super::h1::serve(&mut client.io, prefix, &conn, &limits, &mut stop).await {
+                super::h1::Ended::Closed => return,
+                super::h1::Ended::ToHyper(ahead) => ahead,
+            };
+        // The guard follows what hyper is given, as if hyper had read it through it.
+        client.io.observe_ahead(&mut ahead);
+        client.prefix = ahead.freeze();
         let busy = client.busy.clone();
         let conn = conn.clone();
         let service = hyper::service::service_fn(move |req| {
@@ -202,9 +222,6 @@ pub(crate) async fn serve<K: Send + 'static>(
         client.prefix = Bytes::copy_from_slice(&read_buf);
         drop(read_buf);
         client.io.release_buffers();
-        if client.prefix.is_empty() && !client.wait_for_bytes(&protocols, &mut stop).await {
-            return;
-        }
     }
 }
 
@@ -232,31 +249,15 @@ struct Client {
 }
 
 impl Client {
-    /// Waits until the client sends something (true), or closes, stays idle past
-    /// `protocols.idle`, or the proxy stops (false).
-    async fn wait_for_bytes(
-        &mut self,
-        protocols: &Protocols,
-        stop: &mut watch::Receiver<bool>,
-    ) -> bool {
-        if *stop.borrow() {
-            return false;
-        }
-        tokio::select! {
-            ready = tokio::time::timeout(protocols.idle, self.io.get_ref().readable()) => {
-                matches!(ready, Ok(Ok(())))
-            }
-            _ = stop.changed() => false,
-        }
-    }
-
     /// Reads the first bytes, as far as they can be the HTTP/2 preface, into the prefix.
     /// Some(true): HTTP/2; None: the client closed or failed.
     async fn read_preface(&mut self) -> Option<bool> {
         let mut first = [0u8; H2_PREFACE.len()];
         let mut n = 0;
         while n < first.len() && first[..n] == H2_PREFACE[..n] {
-            match self.io.read(&mut first[n..]).await {
+            // Past the guard: an HTTP/1.1 request's first bytes are parsed by Weir's
+            // own server, and given to the guard only if hyper is to have them.
+            match self.io.get_mut().read(&mut first[n..]).await {
                 Ok(0) if n == 0 => return None,
                 Ok(0) => break,
                 Ok(read) => n += read,

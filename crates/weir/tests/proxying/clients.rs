@@ -169,3 +169,58 @@ async fn an_idle_h2c_connection_is_closed_after_client_idle() {
     );
     drop(client);
 }
+
+/// Weir's own HTTP/1.1 server takes requests without a body and leaves the rest to
+/// hyper's, which keeps the connection until it is idle: both take turns on one
+/// connection, in order, with the framing guard's count of requests kept in step.
+#[test]
+fn requests_with_and_without_bodies_take_turns_on_one_connection() {
+    let origin = TestOrigin::start();
+    origin.route("/turn", Reply::ok("plain").cc("no-store"));
+    origin.route("/echo", Reply::echo());
+    origin.route("/smuggle", Reply::echo());
+    let proxy = Proxy::forward();
+    let mut conn = RawConn::connect(proxy.forward_addr());
+    let mut pipelined = absolute("GET", &origin, "/turn", "");
+    pipelined.extend(absolute("POST", &origin, "/echo", "Content-Length: 4\r\n"));
+    pipelined.extend(b"body");
+    pipelined.extend(absolute("GET", &origin, "/turn", ""));
+    pipelined.extend(absolute("HEAD", &origin, "/turn", ""));
+    conn.send(&pipelined);
+    for (expected, head) in [
+        ("plain", false),
+        ("body", false),
+        ("plain", false),
+        ("", true),
+    ] {
+        let r = conn.read_final(head).expect("pipelined response");
+        assert_eq!((r.status, r.text().as_str()), (200, expected));
+    }
+    // Idle long enough for hyper to hand the connection back, then both again.
+    std::thread::sleep(Duration::from_millis(100));
+    conn.send(&absolute("GET", &origin, "/turn", ""));
+    let r = conn.read_final(false).expect("after the wait");
+    assert_eq!((r.status, r.text().as_str()), (200, "plain"));
+    conn.send(&absolute(
+        "POST",
+        &origin,
+        "/smuggle",
+        "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n",
+    ));
+    conn.send(b"5\r\nhello\r\n0\r\n\r\n");
+    let r = conn
+        .read_final(false)
+        .expect("the ambiguous request's answer");
+    assert_eq!(
+        r.status, 400,
+        "the sixth request's framing is the guard's sixth"
+    );
+    assert_eq!(
+        (
+            origin.count("/turn"),
+            origin.count("/echo"),
+            origin.count("/smuggle")
+        ),
+        (4, 1, 0)
+    );
+}
