@@ -1,20 +1,25 @@
 //! Serving one client connection, and keeping it cheap while it waits.
 //!
-//! hyper's HTTP/1 connection keeps everything it ever needed for as long as the
-//! connection lives: a read buffer (16 KiB once a request has been read), a write
-//! buffer (8 KiB), a box the size of the whole transaction future (8 KiB and more), the
-//! last response's header map. On a keep-alive connection that waits for its next
-//! request that was about 40 KB each, nearly all of it idle.
+//! An HTTP/1.1 connection is served by Weir's own server (`server/h1.rs`) as long as
+//! its requests have no body, which holds no buffer while it waits. From the first
+//! request it leaves to hyper (a body, an upgrade or CONNECT, `Expect`, HTTP/1.0, a
+//! head to refuse), hyper's HTTP/1 server takes the connection over, with the bytes
+//! already read.
 //!
-//! So an HTTP/1 connection is served in segments. When hyper waits for the next
+//! hyper's HTTP/1 connection keeps everything it ever needed for as long as it
+//! serves: a read buffer (16 KiB once a request has been read), a write buffer
+//! (8 KiB), a box the size of the whole transaction future (8 KiB and more), the last
+//! response's header map. On a keep-alive connection that waits for its next request
+//! that was about 40 KB each, nearly all of it idle.
+//!
+//! So hyper serves in segments. When hyper waits for the next
 //! request, no transaction is running, every byte read so far belongs to a complete
 //! request and every byte written has been flushed, and nothing arrives for
 //! [`PARK_AFTER`], the connection is parked: hyper is told the client closed (a clean
 //! end between two requests), hands the stream back (with anything it read but did not
-//! use), and all its state is freed. The stream then waits for readability with no
-//! buffer at all, for as long as `client_idle` lets it wait; when bytes come, a new
-//! hyper connection takes over the same stream. The client sees one ordinary
-//! keep-alive connection.
+//! use), and all its state is freed. The connection then goes back to Weir's own
+//! server, which waits for the next request with no buffer at all, for as long as
+//! `client_idle` lets it wait. The client sees one ordinary keep-alive connection.
 //!
 //! The same timer, reset rather than made anew, holds a request head to `client_idle`
 //! from the moment the connection waits for its rest (slow or stalled heads), which
