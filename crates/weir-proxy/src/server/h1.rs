@@ -82,8 +82,10 @@ pub(super) async fn serve(
                     // Boxed, and made in its box: the transaction's part of the task is
                     // large, and a connection that waits for its next request should
                     // not keep room for it.
-                    let responded =
-                        crate::boxed::in_place(|| respond(io.get_mut(), conn, head, stop)).await;
+                    let responded = crate::boxed::in_place(|| {
+                        respond(io.get_mut(), &mut buf, conn, head, stop)
+                    })
+                    .await;
                     match responded {
                         Ok(true) if !*stop.borrow() => continue,
                         _ => return Ended::Closed,
@@ -156,9 +158,11 @@ async fn read_now(io: &mut ClientIo, buf: &mut BytesMut) -> Option<io::Result<us
 }
 
 /// Runs the transaction of `head` and writes its answer; whether the connection may
-/// carry another request.
+/// carry another request. `buf` holds what the client sent after the head, and takes
+/// what it sends while the answer is made.
 async fn respond(
     io: &mut ClientIo,
+    buf: &mut BytesMut,
     conn: &Arc<ConnInfo>,
     head: Head,
     stop: &watch::Receiver<bool>,
@@ -177,11 +181,29 @@ async fn respond(
     // Interim responses from the origin wake this task, which writes them out.
     let waker = poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
     let waiting = interim.wait_for_final(waker);
+    // A client that closes while its answer is being made cancels the transaction (its
+    // fetch too, unless other clients wait for it), as hyper's server and nginx do;
+    // one that sends its next request meanwhile has it kept for later. Read only once
+    // the transaction waits, and nothing buffered: a hit never reads here.
+    let mut watch_end = buf.is_empty();
     let answered = poll_fn(|cx| {
         if let Poll::Ready(Err(e)) = write_interim(io, interim, cx) {
             return Poll::Ready(Err(e));
         }
-        handled.as_mut().poll(cx).map(Ok)
+        if let Poll::Ready(answer) = handled.as_mut().poll(cx) {
+            return Poll::Ready(Ok(answer));
+        }
+        if watch_end {
+            match pin!(io.read_buf(&mut *buf)).poll(cx) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into()));
+                }
+                Poll::Ready(Ok(_)) => watch_end = false,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {}
+            }
+        }
+        Poll::Pending
     })
     .await?;
     drop(waiting);

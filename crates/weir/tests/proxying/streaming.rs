@@ -140,3 +140,33 @@ async fn request_bodies_stream_to_the_origin() {
     assert_eq!(origin.count("/up"), 1);
     assert_eq!(origin.last("/up").unwrap().body.len(), 8_000_000);
 }
+
+/// A client that closes its connection while the answer is still being made cancels
+/// the fetch nobody else waits for (as nginx does, and hyper's server did): the
+/// origin's connection is closed long before its slow answer would have come.
+#[tokio::test]
+async fn a_client_that_closes_before_the_answer_cancels_its_fetch() {
+    let origin = TestOrigin::start();
+    origin.route(
+        "/slow-head",
+        Reply::ok("late")
+            .cc("no-store")
+            .delay(Duration::from_secs(4)),
+    );
+    let proxy = Proxy::forward();
+    let mut conn = RawConn::connect(proxy.forward_addr());
+    conn.send(&crate::helpers::absolute("GET", &origin, "/slow-head", ""));
+    assert!(
+        origin
+            .eventually(Duration::from_secs(2), |o| o.count("/slow-head") == 1)
+            .await,
+        "the request did not reach the origin"
+    );
+    drop(conn);
+    assert!(
+        origin
+            .eventually(Duration::from_secs(2), |o| o.connections_closed() == 1)
+            .await,
+        "the origin's connection stayed open after the only client went away"
+    );
+}
