@@ -39,6 +39,7 @@ mod socket;
 mod target;
 mod tunnel;
 mod upstream;
+mod wire;
 mod worker;
 
 pub use config::{Config, ConfigError};

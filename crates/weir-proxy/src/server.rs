@@ -3,6 +3,7 @@
 
 mod accept;
 mod connection;
+mod date;
 mod h1;
 mod h1_request;
 mod h1_response;

@@ -305,7 +305,7 @@ async fn send_body(
                 return Ok(());
             }
         } else {
-            h1_response::chunk_size_line(data.len(), &mut out);
+            crate::wire::chunk_size_line(data.len(), &mut out);
             let end = if body.is_end_stream() {
                 &b"\r\n0\r\n\r\n"[..]
             } else {

@@ -5,10 +5,10 @@
 //! `HEAD`, 1xx, 204 and 304; `Date` when the response has none; `connection: close`
 //! when the connection ends after this response.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use http::header::{self, HeaderName};
 use http::{response, Method, StatusCode};
+
+use crate::wire::field;
 
 use super::h1_request::tokens;
 
@@ -136,13 +136,10 @@ pub(super) fn encode_head(
                 }
                 Coding::Nothing
             }
-            BodyHint::Known(n) if no_length => {
-                let _ = n;
-                Coding::Nothing
-            }
+            BodyHint::Known(_) if no_length => Coding::Nothing,
             BodyHint::Known(n) => {
                 out.extend_from_slice(b"content-length: ");
-                digits(n, 10, out);
+                crate::wire::decimal(n, out);
                 out.extend_from_slice(b"\r\n");
                 Coding::Length(n)
             }
@@ -164,70 +161,19 @@ pub(super) fn encode_head(
     written
 }
 
-fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
-}
-
-/// Appends a chunk's size line; the chunk's data and its `\r\n` follow.
-pub(super) fn chunk_size_line(len: usize, out: &mut Vec<u8>) {
-    digits(len as u64, 16, out);
-    out.extend_from_slice(b"\r\n");
-}
-
-/// Appends `n` in `base` (10 or 16, lowercase).
-fn digits(mut n: u64, base: u64, out: &mut Vec<u8>) {
-    let mut text = [0u8; 20];
-    let mut at = text.len();
-    loop {
-        at -= 1;
-        text[at] = b"0123456789abcdef"[(n % base) as usize];
-        n /= base;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&text[at..]);
-}
-
 /// Appends the last chunk and the trailer fields among `allowed`.
 pub(super) fn last_chunk(
     trailers: Option<&http::HeaderMap>,
     allowed: &[HeaderName],
     out: &mut Vec<u8>,
 ) {
-    out.extend_from_slice(b"0\r\n");
-    for (name, value) in trailers.into_iter().flatten() {
-        if allowed.contains(name) {
-            field(out, name.as_str().as_bytes(), value.as_bytes());
-        }
-    }
-    out.extend_from_slice(b"\r\n");
+    let fields = trailers.into_iter().flatten();
+    crate::wire::last_chunk(fields.filter(|(name, _)| allowed.contains(name)), out);
 }
 
-/// Appends a `date` field for now, formatted once a second per thread.
+/// Appends a `date` field for now.
 fn date(out: &mut Vec<u8>) {
-    use std::cell::RefCell;
-    thread_local! {
-        static DATE: RefCell<(u64, [u8; 29])> = const { RefCell::new((u64::MAX, [0; 29])) };
-    }
-    let now = SystemTime::now();
-    let second = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    DATE.with(|date| {
-        let mut date = date.borrow_mut();
-        if date.0 != second {
-            let text = httpdate::fmt_http_date(now);
-            if text.len() == 29 {
-                date.1.copy_from_slice(text.as_bytes());
-                date.0 = second;
-            }
-        }
-        out.extend_from_slice(b"date: ");
-        out.extend_from_slice(&date.1);
-        out.extend_from_slice(b"\r\n");
-    });
+    super::date::with_date(|date| field(out, b"date", date.as_bytes()));
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@
 //! (docs/benchmarks.md). Here the fill's own task reads and writes the connection.
 
 use bytes::{Bytes, BytesMut};
+
+use crate::wire::field;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode, Uri, Version};
 
@@ -114,7 +116,9 @@ pub(super) fn encode_request(
             }
         }
         (BodyKnown::Exact(_), Outgoing::Length(n)) if length.is_none() => {
-            field(out, b"content-length", n.to_string().as_bytes())
+            out.extend_from_slice(b"content-length: ");
+            crate::wire::decimal(n, out);
+            out.extend_from_slice(b"\r\n");
         }
         _ => {}
     }
@@ -122,26 +126,14 @@ pub(super) fn encode_request(
     outgoing
 }
 
-fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
-}
-
 /// Appends a chunk's size line; the chunk's data and its `\r\n` follow.
 pub(super) fn chunk_size_line(len: usize, out: &mut Vec<u8>) {
-    use std::io::Write as _;
-    let _ = write!(out, "{len:x}\r\n");
+    crate::wire::chunk_size_line(len, out);
 }
 
 /// Appends the last chunk and the trailer section.
 pub(super) fn last_chunk(trailers: Option<&HeaderMap>, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"0\r\n");
-    for (name, value) in trailers.into_iter().flatten() {
-        field(out, name.as_str().as_bytes(), value.as_bytes());
-    }
-    out.extend_from_slice(b"\r\n");
+    crate::wire::last_chunk(trailers.into_iter().flatten(), out);
 }
 
 /// A response head as read.
