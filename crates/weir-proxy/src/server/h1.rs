@@ -262,16 +262,15 @@ async fn send_body(
     };
     let mut body = pin!(body);
     loop {
-        let mut frame = poll_fn(|cx| Poll::Ready(body.as_mut().poll_frame(cx))).await;
-        if frame.is_pending() {
-            // The head goes out while the body is on its way.
-            write_all(io, &mut [IoSlice::new(&out)]).await?;
-            out.clear();
-            poll_fn(|cx| Pin::new(&mut *io).poll_flush(cx)).await?;
-            frame = Poll::Ready(poll_fn(|cx| body.as_mut().poll_frame(cx)).await);
-        }
-        let Poll::Ready(frame) = frame else {
-            unreachable!("awaited above")
+        let frame = match poll_fn(|cx| Poll::Ready(body.as_mut().poll_frame(cx))).await {
+            Poll::Ready(frame) => frame,
+            Poll::Pending => {
+                // What is written so far goes out while the body is on its way.
+                write_all(io, &mut [IoSlice::new(&out)]).await?;
+                out.clear();
+                poll_fn(|cx| Pin::new(&mut *io).poll_flush(cx)).await?;
+                poll_fn(|cx| body.as_mut().poll_frame(cx)).await
+            }
         };
         let frame = match frame {
             None => break,
