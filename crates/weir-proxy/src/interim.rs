@@ -116,10 +116,7 @@ impl Interim {
         bytes.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
         bytes.extend_from_slice(b"\r\n");
         for (name, value) in headers {
-            bytes.extend_from_slice(name.as_str().as_bytes());
-            bytes.extend_from_slice(b": ");
-            bytes.extend_from_slice(value.as_bytes());
-            bytes.extend_from_slice(b"\r\n");
+            crate::wire::field(bytes, name.as_str().as_bytes(), value.as_bytes());
         }
         bytes.extend_from_slice(b"\r\n");
     }
