@@ -149,12 +149,20 @@ fn arm(timer: &mut Option<Pin<Box<Sleep>>>, after: Duration) {
 
 /// Reads what the stream has now into `buf`'s spare room; `None` when it has nothing.
 async fn read_now(io: &mut ClientIo, buf: &mut BytesMut) -> Option<io::Result<usize>> {
-    let mut read = pin!(io.read_buf(buf));
-    poll_fn(|cx| match read.as_mut().poll(cx) {
+    poll_fn(|cx| match poll_read(io, buf, cx) {
         Poll::Ready(r) => Poll::Ready(Some(r)),
         Poll::Pending => Poll::Ready(None),
     })
     .await
+}
+
+/// One read into `buf`'s spare room (grown when it has none).
+fn poll_read(
+    io: &mut ClientIo,
+    buf: &mut BytesMut,
+    cx: &mut std::task::Context<'_>,
+) -> Poll<io::Result<usize>> {
+    pin!(io.read_buf(buf)).poll(cx)
 }
 
 /// Runs the transaction of `head` and writes its answer; whether the connection may
@@ -194,7 +202,7 @@ async fn respond(
             return Poll::Ready(Ok(answer));
         }
         if watch_end {
-            match pin!(io.read_buf(&mut *buf)).poll(cx) {
+            match poll_read(io, buf, cx) {
                 Poll::Ready(Ok(0)) => {
                     return Poll::Ready(Err(io::ErrorKind::UnexpectedEof.into()));
                 }
@@ -305,15 +313,13 @@ async fn send_body(
             }
         } else {
             crate::wire::chunk_size_line(data.len(), &mut out);
-            let end = if body.is_end_stream() {
-                &b"\r\n0\r\n\r\n"[..]
-            } else {
-                &b"\r\n"[..]
-            };
+            // The last data chunk carries the last chunk with it.
+            let last = body.is_end_stream();
+            let end = if last { &b"\r\n0\r\n\r\n"[..] } else { b"\r\n" };
             let slices = &mut [IoSlice::new(&out), IoSlice::new(&data), IoSlice::new(end)];
             write_all(io, slices).await?;
             out.clear();
-            if end.len() > 2 {
+            if last {
                 return Ok(());
             }
         }
