@@ -228,7 +228,9 @@ async fn the_user_is_in_the_access_log() {
         .await
         .expect("weir did not exit");
     let text = std::fs::read_to_string(proxy.access_log_path()).unwrap();
-    let users: Vec<(String, String)> = text
+    // Sorted: the two requests came on two connections, which the two workers may
+    // serve and log in either order.
+    let mut users: Vec<(String, String)> = text
         .lines()
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
         .filter(|f| f.get(6) == Some(&url.as_str()))
@@ -239,6 +241,7 @@ async fn the_user_is_in_the_access_log() {
             )
         })
         .collect();
+    users.sort();
     assert_eq!(
         users,
         [

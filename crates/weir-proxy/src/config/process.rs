@@ -24,11 +24,13 @@ pub struct ServerConfig {
 #[serde(rename_all = "kebab-case")]
 pub enum Scheduler {
     /// One runtime whose threads steal work from each other (tokio's multi-threaded
-    /// scheduler). Measured the more efficient per CPU-second on a shared 2-core machine.
-    #[default]
+    /// scheduler): a busy worker's connections are helped by an idle one.
     WorkStealing,
     /// One single-threaded event loop per worker; a connection stays on the worker it
     /// was given (the nginx/HAProxy model: no cross-thread wake-ups on the hot path).
+    /// The default: it served more hits and more misses per CPU-second than work
+    /// stealing, side by side (docs/benchmarks.md, session 23).
+    #[default]
     PerCore,
 }
 

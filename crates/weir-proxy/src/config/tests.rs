@@ -25,6 +25,13 @@ fn defaults() {
     assert_eq!(c.cache.memory, ByteSize(256 << 20));
     assert_eq!(c.cache.max_object, ByteSize(64 << 20));
     assert_eq!(c.log.destination(), LogDestination::Off);
+    assert_eq!(c.server.scheduler, Scheduler::PerCore);
+    assert_eq!(
+        parse("[server]\nscheduler = \"work-stealing\"\n")
+            .server
+            .scheduler,
+        Scheduler::WorkStealing
+    );
     c.validate().unwrap();
 }
 
@@ -77,6 +84,7 @@ fn example_file_shows_the_defaults() {
     assert_eq!(format!("{:?}", c.timeouts), format!("{:?}", d.timeouts));
     assert_eq!(format!("{:?}", c.upstream), format!("{:?}", d.upstream));
     assert_eq!(format!("{:?}", c.log), format!("{:?}", d.log));
+    assert_eq!(format!("{:?}", c.server), format!("{:?}", d.server));
     // There are no modules by default; the example's are shown disabled, so that the
     // example runs as the defaults do.
     assert!(d.module.is_empty());

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use super::start_error::StartError;
 use crate::config::Scheduler;
 
-/// Threads that serve client connections, by `[server] scheduler`: one work-stealing
-/// runtime whose threads share every connection (the default), or, per core, one
-/// single-threaded event loop per thread.
+/// Threads that serve client connections, by `[server] scheduler`: per core, one
+/// single-threaded event loop per thread (the default), or one work-stealing runtime
+/// whose threads share every connection.
 ///
 /// Per core, a connection stays on the worker it was given, so its tasks never
 /// migrate and waking one never wakes another thread: the model of nginx and HAProxy.

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 use super::connect::{connect, Negotiated};
 use super::error::UpstreamError;
-use super::h2_pool::{ConnState, Pick, Ready, StreamSlot};
+use super::h2_pool::{ConnState, Pick, Ready, StreamSlot, INITIAL_MAX_STREAMS};
 use super::origins::{Origin, Upstream};
 use super::stream::BoxIo;
 use super::tls::Alpn;
@@ -156,11 +156,19 @@ async fn handshake(
     tokio::spawn(async move {
         let mut conn = std::pin::pin!(conn);
         let mut tick = tokio::time::interval(READ_LIMIT_EVERY);
+        // Until the origin's SETTINGS are read, hyper reports its own initial limit,
+        // which is no news: publishing it would let a burst of requests pile onto
+        // this connection (and every connection opened meanwhile) past the origin's
+        // real limit. The pool's assumption (the limit last seen on another
+        // connection) stands until a different value comes; an origin whose limit
+        // really is hyper's initial value is then held to the one assumed.
+        let mut heard = false;
         let _ = std::future::poll_fn(|cx| {
             let polled = conn.as_mut().poll(cx);
             while tick.poll_tick(cx).is_ready() {}
             let max = conn.as_ref().get_ref().current_max_send_streams().max(1);
-            if state.max_streams.swap(max, Ordering::AcqRel) != max {
+            heard |= max != INITIAL_MAX_STREAMS;
+            if heard && state.max_streams.swap(max, Ordering::AcqRel) != max {
                 known.store(max, Ordering::Release);
             }
             polled

@@ -65,7 +65,7 @@ impl Drop for StreamSlot {
 }
 
 /// hyper's initial value until the origin's SETTINGS arrive.
-const INITIAL_MAX_STREAMS: usize = 100;
+pub(super) const INITIAL_MAX_STREAMS: usize = 100;
 
 pub(super) enum Pick {
     Use(Arc<Entry>),

@@ -388,6 +388,32 @@ fn per_core_workers_keep_their_own_origin_connections() {
     );
 }
 
+/// The other scheduler, `work-stealing` (one runtime whose threads share every
+/// connection): many clients at once are each answered, by one fetch per URL, and
+/// asked again they are answered from the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_stealing_workers_serve_misses_and_hits() {
+    let origin = TestOrigin::start();
+    origin.route("/stolen/*", Reply::ok("stolen").cc("max-age=60"));
+    let proxy = Proxy::builder()
+        .forward()
+        .option("server", "workers", "2")
+        .option("server", "scheduler", "work-stealing")
+        .start();
+    get_at_once(&origin, proxy.forward_addr(), "stolen", 12).await;
+    // The same URLs again: hits, the origin asked nothing more.
+    let client = proxied_client(proxy.forward_addr());
+    for i in 0..12 {
+        let r = get(&client, &origin.url(&format!("/stolen/{i}")), &[]).await;
+        assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "stolen"));
+        assert!(
+            r.header("cache-status").is_some_and(|s| s.contains("hit")),
+            "{i}"
+        );
+    }
+    assert_eq!(origin.total(), 12);
+}
+
 /// Per core, at the origin's connection limit, a request whose worker has no idle
 /// connection of its own waits and then takes another worker's: every request is
 /// answered, and the limit holds.
