@@ -123,8 +123,7 @@ fn build(
     let mut trailers = false;
     for &(n, nl, v, vl) in spans {
         let name = HeaderName::from_bytes(&head[n as usize..(n + nl) as usize]).ok()?;
-        let value =
-            HeaderValue::from_maybe_shared(head.slice(v as usize..(v + vl) as usize)).ok()?;
+        let value = crate::wire::checked_value(head.slice(v as usize..(v + vl) as usize));
         match name {
             header::CONTENT_LENGTH if value.as_bytes().trim_ascii() != b"0" => return None,
             header::TRANSFER_ENCODING | header::EXPECT | header::UPGRADE => return None,

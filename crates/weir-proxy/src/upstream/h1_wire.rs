@@ -194,11 +194,7 @@ pub(super) fn parse_response(buf: &mut BytesMut) -> Result<Option<ResponseHead>,
     for &(n, nl, v, vl) in &spans[..count] {
         let name = HeaderName::from_bytes(&head[n as usize..(n + nl) as usize])
             .map_err(|_| WireError("the origin sent a field name that is not valid".into()))?;
-        let value = head.slice(v as usize..(v + vl) as usize);
-        // `HeaderValue` checks the bytes httparse already checked; only `unsafe` would
-        // skip that (about 450 instructions of a miss, docs/benchmarks.md).
-        let value = HeaderValue::from_maybe_shared(value)
-            .map_err(|_| WireError("the origin sent a field value that is not valid".into()))?;
+        let value = crate::wire::checked_value(head.slice(v as usize..(v + vl) as usize));
         if name == header::TRANSFER_ENCODING {
             te = Some(ends_in_chunked(value.as_bytes()));
         } else if name == header::CONTENT_LENGTH {
