@@ -41,6 +41,16 @@ impl ScriptedOrigin {
     }
 }
 
+/// A forward proxy with one worker: each worker keeps its own origin connections (per
+/// core), and these tests need every request to meet the connection the one before
+/// left in the pool, whichever client connection it came on.
+fn one_worker() -> Proxy {
+    Proxy::builder()
+        .forward()
+        .option("server", "workers", "1")
+        .start()
+}
+
 /// Reads one request head; `None` when the connection ended first.
 fn read_head(conn: &mut TcpStream) -> Option<String> {
     let mut head = Vec::new();
@@ -85,7 +95,7 @@ fn a_get_the_origin_dropped_on_a_kept_connection_is_sent_again_on_a_new_one() {
             answer(&mut conn, "again");
         }
     });
-    let proxy = Proxy::forward();
+    let proxy = one_worker();
     assert_eq!(get(&proxy, origin.addr, "/a").text(), "first");
     let second = get(&proxy, origin.addr, "/b");
     assert_eq!(second.status, 200, "sent again, not failed: {second:?}");
@@ -110,7 +120,7 @@ fn a_post_the_origin_dropped_is_not_sent_twice() {
             answer(&mut conn, "ok");
         }
     });
-    let proxy = Proxy::forward();
+    let proxy = one_worker();
     assert_eq!(get(&proxy, origin.addr, "/warm").text(), "ok");
     let addr = origin.addr;
     let req = format!(
@@ -140,7 +150,7 @@ fn an_origin_that_answers_before_reading_the_body_is_heard() {
         let mut sink = [0u8; 65536];
         while matches!(conn.read(&mut sink), Ok(n) if n > 0) {}
     });
-    let proxy = Proxy::forward();
+    let proxy = one_worker();
     let addr = origin.addr;
     let size = 8 << 20;
     let mut conn = RawConn::connect(proxy.forward_addr());
@@ -181,7 +191,7 @@ fn a_body_ended_by_the_connection_and_a_body_framed_twice_are_not_reused() {
             answer(&mut conn, "reused");
         }
     });
-    let proxy = Proxy::forward();
+    let proxy = one_worker();
     assert_eq!(get(&proxy, origin.addr, "/close").text(), "until the end");
     let both = get(&proxy, origin.addr, "/both");
     assert_eq!(both.status, 200);
