@@ -443,10 +443,18 @@ async fn stale_if_error_can_be_set_for_responses_that_do_not_say() {
     origin.route("/plain", Reply::status(500).body("down"));
     let r = get(&client, &origin.url("/plain"), &[]).await;
     assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "good"));
-    assert!(metric(
-        &proxy.metrics(),
-        "weir_requests_total",
-        &[("cache", "stale_on_error")]
-    )
-    .is_some_and(|v| v == 1.0));
+    // Counted when the transaction ends, which may be just after the client has read
+    // the answer.
+    let counted = || {
+        metric(
+            &proxy.metrics(),
+            "weir_requests_total",
+            &[("cache", "stale_on_error")],
+        )
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), || counted() == Some(1.0)),
+        "{:?}",
+        counted()
+    );
 }
