@@ -100,6 +100,12 @@ impl ProxyBody {
         }
     }
 
+    /// Whether the body is held whole (or empty): it then ends itself as its one frame
+    /// is taken, so its completion needs no declared length.
+    pub(crate) fn is_whole(&self) -> bool {
+        matches!(self.kind, Kind::Empty | Kind::Full(_))
+    }
+
     pub(crate) fn attach(&mut self, record: Box<TxnRecord>, declared_len: Option<u64>) {
         self.record = Some(record);
         self.declared = declared_len;

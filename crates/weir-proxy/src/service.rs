@@ -124,8 +124,12 @@ pub(crate) fn handle(
             txn,
             shared,
         };
+        // The declared length tells a streamed body when it is complete (hyper stops
+        // polling at it); a body held whole knows that itself, and a cached hit's
+        // is, so it looks up no field for it.
         let declared = match response.status() {
             StatusCode::NOT_MODIFIED | StatusCode::NO_CONTENT => Some(0),
+            _ if response.body().is_whole() => None,
             _ => headers::content_length(response.headers()),
         };
         response.body_mut().attach(Box::new(record), declared);
