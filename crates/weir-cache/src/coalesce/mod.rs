@@ -20,9 +20,18 @@ mod reader;
 pub use flight::Flight;
 pub use reader::FlightReader;
 
+/// One shard of the table: the flights of the keys whose hash picks it.
+type Shard<H> = Mutex<HashMap<CacheKey, Arc<Flight<H>>, KeyHashing>>;
+
+/// Shards of the table. Every miss locks its key's shard twice (to join, to leave):
+/// with one lock for the process, each of those took a cache line the other cores
+/// had just written (the lock and the table behind it), on every miss of every
+/// worker. A power of two.
+const SHARDS: usize = 64;
+
 /// The in-flight fetches, by key.
 pub struct Coalescer<H> {
-    flights: Mutex<HashMap<CacheKey, Arc<Flight<H>>, KeyHashing>>,
+    shards: Box<[Shard<H>]>,
 }
 
 /// Which fetches a request may be answered from.
@@ -55,12 +64,19 @@ impl<H: Clone> Coalescer<H> {
     /// No flights.
     pub fn new() -> Self {
         Coalescer {
-            flights: Mutex::new(HashMap::default()),
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
         }
     }
 
+    /// The shard that holds `key`'s flight: bits from the middle of the hash, which a
+    /// shard's map does not use (its low bits pick a bucket, its top seven tell the keys
+    /// of a group apart).
+    fn shard(&self, key: &CacheKey) -> &Shard<H> {
+        &self.shards[(key.hash_value() >> 32) as usize % SHARDS]
+    }
+
     /// Joins the flight for `key`, or creates it (the caller is then the leader).
-    /// `recheck` runs under the table's lock when there is no flight, so a fetch that
+    /// `recheck` runs under the lock of the key's part of the table when there is no flight, so a fetch that
     /// just finished and stored its response is found instead of fetched again; when it
     /// returns `Some`, that value is returned and no flight is created.
     pub fn join<T>(
@@ -80,7 +96,7 @@ impl<H: Clone> Coalescer<H> {
         sharing: Sharing,
         recheck: impl FnOnce() -> Option<T>,
     ) -> Result<Join<H>, T> {
-        let mut flights = lock(&self.flights);
+        let mut flights = lock(self.shard(key));
         if sharing == Sharing::Alone {
             if let Some(found) = recheck() {
                 return Err(found);
@@ -118,7 +134,7 @@ impl<H: Clone> Coalescer<H> {
 
     /// Removes the flight for `key` if it is `flight` (new requests will not join it).
     pub fn leave(&self, key: &CacheKey, flight: &Arc<Flight<H>>) {
-        let mut flights = lock(&self.flights);
+        let mut flights = lock(self.shard(key));
         if let Entry::Occupied(entry) = flights.entry(key.clone()) {
             if Arc::ptr_eq(entry.get(), flight) {
                 entry.remove();
@@ -130,15 +146,19 @@ impl<H: Clone> Coalescer<H> {
     /// reading them, new requests start fetches of their own. For invalidations, so
     /// that no request that arrives after one is served what was fetched before it.
     pub fn detach(&self, matches: impl Fn(&CacheKey) -> bool) -> usize {
-        let mut flights = lock(&self.flights);
-        let before = flights.len();
-        flights.retain(|key, _| !matches(key));
-        before - flights.len()
+        let mut detached = 0;
+        for shard in &self.shards {
+            let mut flights = lock(shard);
+            let before = flights.len();
+            flights.retain(|key, _| !matches(key));
+            detached += before - flights.len();
+        }
+        detached
     }
 
     /// Number of fetches in flight.
     pub fn len(&self) -> usize {
-        lock(&self.flights).len()
+        self.shards.iter().map(|s| lock(s).len()).sum()
     }
 
     /// Whether no fetch is in flight.

@@ -105,6 +105,51 @@ async fn alone_never_shares() {
     ));
 }
 
+/// The table is in shards: flights of many keys are spread over them, and each is
+/// still found by its key, counted, detached and left, whichever shard holds it.
+#[tokio::test]
+async fn flights_of_many_keys_are_found_counted_and_detached_in_every_shard() {
+    let c: Coalescer<u16> = Coalescer::new();
+    let keys: Vec<CacheKey> = (0..500)
+        .map(|i| CacheKey::for_url("http", "h", &format!("/{i}")))
+        .collect();
+    let shards: std::collections::HashSet<usize> = keys
+        .iter()
+        .map(|k| std::ptr::from_ref(c.shard(k)) as usize)
+        .collect();
+    assert!(
+        shards.len() > SHARDS / 2,
+        "keys spread over {} shards",
+        shards.len()
+    );
+    let mut flights = Vec::new();
+    for k in &keys {
+        let Ok(Join::Leader(flight, reader)) = c.join(k, || None::<()>) else {
+            panic!("the first request for {k:?} leads")
+        };
+        flights.push((flight, reader));
+    }
+    assert_eq!(c.len(), keys.len());
+    for k in &keys {
+        assert!(matches!(c.join(k, || None::<()>), Ok(Join::Follower(_))));
+    }
+    // The odd paths are detached, wherever they are.
+    let detached = c.detach(|k| {
+        k.url()
+            .trim_start_matches("http://h/")
+            .parse::<u32>()
+            .unwrap()
+            % 2
+            == 1
+    });
+    assert_eq!(detached, keys.len() / 2);
+    assert_eq!(c.len(), keys.len() / 2);
+    for (k, (flight, _)) in keys.iter().zip(&flights) {
+        c.leave(k, flight);
+    }
+    assert!(c.is_empty());
+}
+
 /// A spill file in the system's temporary directory (removed with the spill), its
 /// body after 16 bytes of room as the disk tier's are.
 fn spill() -> crate::spill::Spill {
