@@ -25,6 +25,14 @@
 #                                       # (one thread, `total-max-size` MEMORY in MiB,
 #                                       # `http-reuse always`), counted the same way;
 #                                       # Debian's haproxy, installed when missing
+#   CACHE_SIM=1 MEMORY=4MiB N1=3000 N2=5000 bench/miss-instructions.sh
+#                                       # also first-level cache misses per miss, from
+#                                       # callgrind's cache simulator with this
+#                                       # machine's per-core sizes (32 KiB
+#                                       # instructions, 48 KiB data, a 2 MiB second
+#                                       # level); a memory tier larger than that level,
+#                                       # and runs long enough to fill it
+# CALLGRIND_OPTS adds options to callgrind's (for example --dump-instr=yes).
 # Needs valgrind and python3 (valgrind installed with apt-get when missing); builds
 # the release binary unless BUILD=0.
 set -euo pipefail
@@ -98,6 +106,11 @@ OPORT=$(pick_port); USED_PORTS+="$OPORT "
 python3 "$TMP/origin.py" "$OPORT" "$(size_bytes "$SIZE")" & PIDS+=($!)
 wait_ready origin "${PIDS[-1]}" "$OPORT"
 
+OPTS="${CALLGRIND_OPTS:-}"
+if [ "${CACHE_SIM:-0}" = 1 ]; then
+    OPTS+=" --cache-sim=yes --I1=32768,8,64 --D1=49152,12,64 --LL=2097152,16,64"
+fi
+
 # instructions N: total instructions of one Weir run serving N misses.
 instructions() {
     local n="$1" port; port=$(pick_port)
@@ -105,12 +118,14 @@ instructions() {
     if [ "$PROXY" = haproxy ]; then
         printf 'global\n    nbthread 1\n    pidfile %s\ndefaults\n    mode http\n    timeout connect 5s\n    timeout client 60s\n    timeout server 60s\n    option http-keep-alive\ncache misses\n    total-max-size %s\n    max-object-size 262144\n    max-age 86400\nfrontend misses\n    bind 127.0.0.1:%s\n    default_backend origin\nbackend origin\n    http-reuse always\n    http-request cache-use misses\n    http-response cache-store misses\n    http-after-response set-header X-Cache-Status HIT if { res.cache_hit }\n    http-after-response set-header X-Cache-Status MISS unless { res.cache_hit }\n    server o1 127.0.0.1:%s\n' \
             "$TMP/haproxy.pid" "$MEMORY_MB" "$port" "$OPORT" > "$TMP/haproxy.cfg"
-        valgrind --tool=callgrind --callgrind-out-file="$out" \
+        # shellcheck disable=SC2086 # a list of options
+        valgrind --tool=callgrind --callgrind-out-file="$out" $OPTS \
             "$BIN" -db -f "$TMP/haproxy.cfg" </dev/null 2>"$TMP/valgrind.$n.log" >&2 &
     else
         printf '[server]\nworkers = 1\n[admin]\nlisten = "off"\n[log]\naccess = "off"\n[cache]\nmemory = "%s"\nmax_object = "1MiB"\ndisk = "off"\n[[listen]]\naddr = "127.0.0.1:%s"\nmode = "reverse"\norigin = "http://127.0.0.1:%s"\n' \
             "$MEMORY" "$port" "$OPORT" > "$TMP/weir.toml"
-        WEIR_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
+        # shellcheck disable=SC2086 # a list of options
+        WEIR_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" $OPTS \
             "$BIN" run --config "$TMP/weir.toml" 2>"$TMP/valgrind.$n.log" &
     fi
     local pid=$!
@@ -128,6 +143,12 @@ i1=$(instructions "$N1")
 i2=$(instructions "$N2")
 per=$(( (i2 - i1) / (N2 - N1) ))
 log "$N1 misses: $i1 instructions; $N2 misses: $i2"
+if [ "${CACHE_SIM:-0}" = 1 ]; then
+    # events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw, per miss.
+    paste <(grep -m1 '^summary:' "$TMP/callgrind.$N1") <(grep -m1 '^summary:' "$TMP/callgrind.$N2") |
+        awk -v n="$((N2 - N1))" -v who="$PROXY" '{ k = (NF - 2) / 2; split("Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw", e, " ");
+            for (i = 2; i <= k + 1; i++) printf "%s %.1f  ", e[i - 1], ($(i + k + 1) - $i) / n; printf "per miss (%s)\n", who }'
+fi
 if [ -n "$KEEP" ]; then mkdir -p "$KEEP" && cp "$TMP/callgrind.$N1" "$TMP/callgrind.$N2" "$KEEP/"; fi
 if [ "$TOP" -gt 0 ]; then
     callgrind_annotate --inclusive=yes "$TMP/callgrind.$N2" 2>/dev/null | head -n "$((TOP + 25))" >&2 || true
