@@ -8,6 +8,8 @@
 //! head and its body, about 14,000 instructions of a 70,000-instruction miss
 //! (docs/benchmarks.md). Here the fill's own task reads and writes the connection.
 
+use std::mem::MaybeUninit;
+
 use bytes::{Bytes, BytesMut};
 
 use crate::wire::field;
@@ -18,6 +20,9 @@ use http::{Method, StatusCode, Uri, Version};
 pub(super) const MAX_HEAD: usize = 64 << 10;
 /// The most fields a response head may have.
 const MAX_FIELDS: usize = 100;
+/// The fields of a response head whose places are noted on the stack (more are
+/// noted in a vector).
+const INLINE_FIELDS: usize = 24;
 /// The longest chunk-size line (with extensions) accepted.
 const MAX_CHUNK_LINE: usize = 4096;
 
@@ -154,9 +159,13 @@ pub(super) struct ResponseHead {
 /// Parses the response head at the start of `buf`, and takes it out of `buf` when it
 /// is complete. `Ok(None)`: more bytes are needed.
 pub(super) fn parse_response(buf: &mut BytesMut) -> Result<Option<ResponseHead>, WireError> {
-    let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
-    let mut response = httparse::Response::new(&mut fields);
-    let len = match response.parse(buf) {
+    // Slots httparse fills as it goes, and places noted only for the fields there are:
+    // a hundred empty fields and their places written first were 6 KiB of stack
+    // touched on every miss (about 70 first-level cache lines, docs/benchmarks.md).
+    let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_FIELDS];
+    let mut response = httparse::Response::new(&mut []);
+    let parser = httparse::ParserConfig::default();
+    let len = match parser.parse_response_with_uninit_headers(&mut response, buf, &mut slots) {
         Ok(httparse::Status::Complete(len)) => len,
         Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
             return error("the origin's response head is too large")
@@ -174,7 +183,14 @@ pub(super) fn parse_response(buf: &mut BytesMut) -> Result<Option<ResponseHead>,
     // Offsets of the names and values, so that the head's bytes can be frozen and the
     // values shared with them (one allocation for the head, not one per value).
     let base = buf.as_ptr() as usize;
-    let mut spans = [(0u32, 0u32, 0u32, 0u32); MAX_FIELDS];
+    let mut inline = [(0u32, 0u32, 0u32, 0u32); INLINE_FIELDS];
+    let mut spilled = Vec::new();
+    let spans = if count <= INLINE_FIELDS {
+        &mut inline[..count]
+    } else {
+        spilled.resize(count, (0, 0, 0, 0));
+        &mut spilled[..]
+    };
     for (span, f) in spans.iter_mut().zip(response.headers.iter()) {
         let n = f.name.as_ptr() as usize - base;
         let v = f.value.as_ptr() as usize - base;
@@ -191,7 +207,7 @@ pub(super) fn parse_response(buf: &mut BytesMut) -> Result<Option<ResponseHead>,
     let mut headers = HeaderMap::with_capacity(count + 2);
     let mut keep_alive = version == Version::HTTP_11;
     let (mut te, mut length) = (None, Ok(None));
-    for &(n, nl, v, vl) in &spans[..count] {
+    for &(n, nl, v, vl) in spans.iter() {
         let name = HeaderName::from_bytes(&head[n as usize..(n + nl) as usize])
             .map_err(|_| WireError("the origin sent a field name that is not valid".into()))?;
         let value = crate::wire::checked_value(head.slice(v as usize..(v + vl) as usize));

@@ -124,6 +124,45 @@ fn a_response_head_is_read_whole_or_not_at_all() {
     );
 }
 
+/// Heads with more fields than the parser notes on its stack are read whole, every
+/// field in its order with its value; past the most a head may have, they fail.
+#[test]
+fn a_response_head_with_many_fields_keeps_every_one_in_order() {
+    for count in [INLINE_FIELDS, INLINE_FIELDS + 1, MAX_FIELDS] {
+        let mut wire = String::from("HTTP/1.1 200 OK\r\n");
+        for i in 0..count {
+            wire += &format!("X-F{}: value {i}\r\n", i % 7);
+        }
+        wire += "\r\nbody";
+        let mut buf = BytesMut::from(wire.as_bytes());
+        let head = parse_response(&mut buf).unwrap().unwrap();
+        assert_eq!(head.headers.len(), count);
+        for f in 0..7 {
+            let values: Vec<&str> = head
+                .headers
+                .get_all(format!("x-f{f}"))
+                .iter()
+                .map(|v| v.to_str().unwrap())
+                .collect();
+            let expected: Vec<String> = (0..count)
+                .filter(|i| i % 7 == f)
+                .map(|i| format!("value {i}"))
+                .collect();
+            assert_eq!(values, expected, "{count} fields");
+        }
+        assert_eq!(&buf[..], b"body");
+    }
+    let mut wire = String::from("HTTP/1.1 200 OK\r\n");
+    for i in 0..=MAX_FIELDS {
+        wire += &format!("X-{i}: v\r\n");
+    }
+    wire += "\r\n";
+    assert!(
+        parse(wire.as_bytes()).is_err(),
+        "more fields than a head may have"
+    );
+}
+
 #[test]
 fn keep_alive_follows_the_version_and_connection_field() {
     let alive = |b: &[u8]| parse(b).unwrap().unwrap().keep_alive;
