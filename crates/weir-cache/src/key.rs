@@ -154,12 +154,12 @@ impl CacheKey {
         })
     }
 
-    /// The key under which the parts (206 responses) of this key's object are kept.
     /// The key's hash, as the maps keyed by it use it (also to pick a shard).
     pub(crate) fn hash_value(&self) -> u64 {
         self.hash
     }
 
+    /// The key under which the parts (206 responses) of this key's object are kept.
     pub(crate) fn parts(&self) -> CacheKey {
         CacheKey::built(|s| {
             s.push_str(&self.text);

@@ -1,11 +1,44 @@
 //! HTTP/1.1 text as Weir writes it on both sides (RFC 9112): field lines, a chunk's
 //! size line, the last chunk with its trailer fields, and numbers. Bytes appended to
 //! a vector, no I/O: the origin client (`upstream/h1_wire.rs`) and Weir's own server
-//! (`server/h1_response.rs`) both write with these. And the one thing both read the
-//! same way: a field value httparse accepted.
+//! (`server/h1_response.rs`) both write with these. And what both read the same way:
+//! where a head's fields are, and a field value httparse accepted.
 
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
+
+/// Where a field's name and value are in its head: offsets from the head's start and
+/// lengths (name, name length, value, value length). A head is frozen into shared
+/// bytes once parsed, and its fields are taken as slices of it by these places.
+pub(crate) type Span = (u32, u32, u32, u32);
+
+/// The places of `fields`, which httparse read from a head starting at address
+/// `base`: in `inline` for up to `N` fields, else in `spilled`. Only the fields there
+/// are get places: an array for every field a head may have, written before the
+/// parse, was kilobytes of stack touched on every request (docs/benchmarks.md,
+/// session 24).
+pub(crate) fn spans<'a, const N: usize>(
+    base: usize,
+    fields: &[httparse::Header<'_>],
+    inline: &'a mut [Span; N],
+    spilled: &'a mut Vec<Span>,
+) -> &'a [Span] {
+    let spans = if fields.len() <= N {
+        &mut inline[..fields.len()]
+    } else {
+        spilled.resize(fields.len(), (0, 0, 0, 0));
+        &mut spilled[..]
+    };
+    for (span, f) in spans.iter_mut().zip(fields) {
+        *span = (
+            (f.name.as_ptr() as usize - base) as u32,
+            f.name.len() as u32,
+            (f.value.as_ptr() as usize - base) as u32,
+            f.value.len() as u32,
+        );
+    }
+    spans
+}
 
 /// A field value httparse has read, as a `HeaderValue`, without checking its bytes a
 /// second time. httparse accepts in a value only bytes that `HeaderValue` allows

@@ -76,9 +76,9 @@ impl<H: Clone> Coalescer<H> {
     }
 
     /// Joins the flight for `key`, or creates it (the caller is then the leader).
-    /// `recheck` runs under the lock of the key's part of the table when there is no flight, so a fetch that
-    /// just finished and stored its response is found instead of fetched again; when it
-    /// returns `Some`, that value is returned and no flight is created.
+    /// `recheck` runs under the lock of the key's shard when there is no flight, so a
+    /// fetch that just finished and stored its response is found instead of fetched
+    /// again; when it returns `Some`, that value is returned and no flight is created.
     pub fn join<T>(
         &self,
         key: &CacheKey,

@@ -74,25 +74,10 @@ pub(super) fn parse(buf: &mut BytesMut, head_limit: usize) -> Parsed {
     // Offsets into the head, so that it can be frozen and its values shared.
     let base = buf.as_ptr() as usize;
     let target = (path.as_ptr() as usize - base, path.len());
-    let count = req.headers.len();
-    // On the stack for the usual few fields: an array for all that a head may have
-    // would be cleared on every request (4 KiB).
-    let mut inline = [(0u32, 0u32, 0u32, 0u32); INLINE_FIELDS];
+    // On the stack for the usual few fields.
+    let mut inline = [(0, 0, 0, 0); INLINE_FIELDS];
     let mut spilled = Vec::new();
-    let spans = if count <= INLINE_FIELDS {
-        &mut inline[..count]
-    } else {
-        spilled.resize(count, (0, 0, 0, 0));
-        &mut spilled[..]
-    };
-    for (span, f) in spans.iter_mut().zip(req.headers.iter()) {
-        *span = (
-            (f.name.as_ptr() as usize - base) as u32,
-            f.name.len() as u32,
-            (f.value.as_ptr() as usize - base) as u32,
-            f.value.len() as u32,
-        );
-    }
+    let spans = crate::wire::spans(base, req.headers, &mut inline, &mut spilled);
     let head = buf.split_to(len).freeze();
     match build(&head, method, target, spans) {
         Some(parsed) => Parsed::Request(parsed),
@@ -112,7 +97,7 @@ fn build(
     head: &Bytes,
     method: Method,
     (at, len): (usize, usize),
-    spans: &[(u32, u32, u32, u32)],
+    spans: &[crate::wire::Span],
 ) -> Option<Head> {
     let uri = Uri::from_maybe_shared(head.slice(at..at + len)).ok()?;
     // Room for the fields the origin's copy gains (`TE`, `Via`): a copy keeps the

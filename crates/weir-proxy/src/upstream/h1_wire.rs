@@ -179,35 +179,19 @@ pub(super) fn parse_response(buf: &mut BytesMut) -> Result<Option<ResponseHead>,
         Some(0) => Version::HTTP_10,
         _ => Version::HTTP_11,
     };
-    let count = response.headers.len();
     // Offsets of the names and values, so that the head's bytes can be frozen and the
     // values shared with them (one allocation for the head, not one per value).
     let base = buf.as_ptr() as usize;
-    let mut inline = [(0u32, 0u32, 0u32, 0u32); INLINE_FIELDS];
+    let mut inline = [(0, 0, 0, 0); INLINE_FIELDS];
     let mut spilled = Vec::new();
-    let spans = if count <= INLINE_FIELDS {
-        &mut inline[..count]
-    } else {
-        spilled.resize(count, (0, 0, 0, 0));
-        &mut spilled[..]
-    };
-    for (span, f) in spans.iter_mut().zip(response.headers.iter()) {
-        let n = f.name.as_ptr() as usize - base;
-        let v = f.value.as_ptr() as usize - base;
-        *span = (
-            n as u32,
-            f.name.len() as u32,
-            v as u32,
-            f.value.len() as u32,
-        );
-    }
+    let spans = crate::wire::spans(base, response.headers, &mut inline, &mut spilled);
     let head = buf.split_to(len).freeze();
     // Room for the fields Weir adds to every response it relays (`Via`, and
     // `Cache-Status` or `Age`): an exact map would move all its fields to grow.
-    let mut headers = HeaderMap::with_capacity(count + 2);
+    let mut headers = HeaderMap::with_capacity(spans.len() + 2);
     let mut keep_alive = version == Version::HTTP_11;
     let (mut te, mut length) = (None, Ok(None));
-    for &(n, nl, v, vl) in spans.iter() {
+    for &(n, nl, v, vl) in spans {
         let name = HeaderName::from_bytes(&head[n as usize..(n + nl) as usize])
             .map_err(|_| WireError("the origin sent a field name that is not valid".into()))?;
         let value = crate::wire::checked_value(head.slice(v as usize..(v + vl) as usize));
