@@ -453,7 +453,7 @@ async fn stale_if_error_can_be_set_for_responses_that_do_not_say() {
         )
     };
     assert!(
-        wait_until(Duration::from_secs(5), || counted() == Some(1.0)),
+        wait_until(SOON, || counted() == Some(1.0)),
         "{:?}",
         counted()
     );
