@@ -4,8 +4,11 @@
 //! The cache is keyed on a keyed 128-bit hash of the credentials, so neither a
 //! password nor a header value is kept; the key is random per process. Each thread
 //! also keeps the last entry it found (clients send the same credentials with each
-//! request), checked again for its key, its expiry and the cache's epoch, and so
-//! found without the cache's lock and lookup.
+//! request), checked again for its credentials, its expiry and the cache's epoch, and
+//! so found without hashing, the cache's lock and its lookup. The thread keeps those
+//! credentials masked with random bytes of its own (a one-time pad per thread), never
+//! as they came, and compares a request's credentials with them word by word: exact,
+//! where a hash would accept whatever collides with it.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -135,13 +138,17 @@ impl Authenticator {
     /// What the cache remembers of these credentials (the header's value), when it
     /// remembers them and they have not expired.
     pub fn cached(&self, credentials: &[u8]) -> Option<Checked> {
-        let key = self.key(credentials);
         // Read before the cache: an entry found after a change is then not kept as
         // found before it.
         let epoch = self.epoch.load(Ordering::Acquire);
         let now = Instant::now();
         let last = LAST.with_borrow(|last| match last {
-            Some(l) if l.key == key && l.id == self.id && l.epoch == epoch && l.expires > now => {
+            Some(l)
+                if l.id == self.id
+                    && l.epoch == epoch
+                    && l.expires > now
+                    && l.credentials.holds(credentials) =>
+            {
                 Some(checked(&l.user))
             }
             _ => None,
@@ -149,6 +156,7 @@ impl Authenticator {
         if last.is_some() {
             return last;
         }
+        let key = self.key(credentials);
         let cache = self.cache.read().unwrap_or_else(|e| e.into_inner());
         let (user, expires) = cache.entries.get(&key)?;
         if *expires <= now {
@@ -157,7 +165,7 @@ impl Authenticator {
         let kept = Last {
             id: self.id,
             epoch,
-            key,
+            credentials: Masked::of(credentials),
             // The thread's own copy of the name: the requests this entry answers
             // count their references to it on this thread's cache line, not on one
             // that every thread's requests write.
@@ -249,9 +257,68 @@ thread_local! {
 struct Last {
     id: u64,
     epoch: u64,
-    key: u128,
+    credentials: Masked,
     user: Option<Arc<str>>,
     expires: Instant,
+}
+
+/// Longest credentials a thread keeps in its last entry (masked); longer ones, rare,
+/// are hashed and looked up in the cache on every request.
+const MASKED_MAX: usize = 256;
+
+thread_local! {
+    /// This thread's random bytes, which the credentials of its last entry are masked
+    /// with.
+    static PAD: [u8; MASKED_MAX] = random_pad();
+}
+
+fn random_pad() -> [u8; MASKED_MAX] {
+    let state = foldhash::quality::RandomState::default();
+    let mut pad = [0u8; MASKED_MAX];
+    for (i, word) in pad.chunks_exact_mut(8).enumerate() {
+        let mut h = state.build_hasher();
+        h.write_usize(i);
+        word.copy_from_slice(&h.finish().to_ne_bytes());
+    }
+    pad
+}
+
+/// Credentials as a thread keeps them: each byte XOR the thread's pad. Empty (matching
+/// nothing) for credentials longer than the pad.
+struct Masked(Box<[u8]>);
+
+impl Masked {
+    fn of(credentials: &[u8]) -> Masked {
+        if credentials.len() > MASKED_MAX {
+            return Masked(Box::default());
+        }
+        PAD.with(|pad| Masked(credentials.iter().zip(pad).map(|(c, p)| c ^ p).collect()))
+    }
+
+    /// Whether these are `credentials` (never, for empty or too long ones).
+    fn holds(&self, credentials: &[u8]) -> bool {
+        let kept = &self.0[..];
+        if kept.len() != credentials.len() || kept.is_empty() {
+            return false;
+        }
+        PAD.with(|pad| {
+            let n = kept.len();
+            if n < 8 {
+                return (0..n).all(|i| kept[i] ^ credentials[i] == pad[i]);
+            }
+            // Every byte compared, the differences gathered eight at a time, the last
+            // word overlapping the one before: no branch per byte.
+            let word = |b: &[u8], at: usize| {
+                u64::from_ne_bytes(b[at..at + 8].try_into().expect("eight bytes"))
+            };
+            let both = |at: usize| word(kept, at) ^ word(credentials, at) ^ word(pad, at);
+            let mut differ = both(n - 8);
+            for at in (0..n - 8).step_by(8) {
+                differ |= both(at);
+            }
+            differ == 0
+        })
+    }
 }
 
 fn checked(user: &Option<Arc<str>>) -> Checked {
@@ -268,4 +335,37 @@ fn decode_basic(value: &[u8]) -> Option<Vec<u8>> {
     base64::engine::general_purpose::STANDARD
         .decode(encoded.trim())
         .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_finds_exactly_the_credentials_it_kept() {
+        for len in [1, 7, 8, 9, 16, 60, 255, 256] {
+            let credentials: Vec<u8> = (0..len).map(|i| b'A' + (i % 26) as u8).collect();
+            let kept = Masked::of(&credentials);
+            assert!(kept.holds(&credentials), "length {len}");
+            if len >= 8 {
+                // Eight pad bytes all zero: one chance in 2^64.
+                assert_ne!(&kept.0[..], &credentials[..], "kept masked, length {len}");
+            }
+            for at in 0..len {
+                let mut other = credentials.clone();
+                other[at] ^= 1;
+                assert!(!kept.holds(&other), "length {len}, byte {at} changed");
+            }
+            assert!(
+                !kept.holds(&credentials[..len - 1]),
+                "length {len}, shorter"
+            );
+            let mut longer = credentials.clone();
+            longer.push(b'A');
+            assert!(!kept.holds(&longer), "length {len}, longer");
+        }
+        let long = vec![b'x'; MASKED_MAX + 1];
+        assert!(!Masked::of(&long).holds(&long), "too long to keep");
+        assert!(!Masked::of(b"").holds(b""));
+    }
 }
