@@ -305,7 +305,11 @@ async fn serve_flight(
     });
     let mut r = Response::new(ProxyBody::frames(Box::pin(stream)));
     *r.status_mut() = h.status;
-    *r.headers_mut() = h.headers.clone();
+    *r.headers_mut() = if follower {
+        h.headers.clone()
+    } else {
+        h.leader_headers()
+    };
     Ok(served(r))
 }
 

@@ -14,6 +14,48 @@ use crate::metrics::CacheOutcome;
 /// What a flight's readers learn when the origin's response head arrives.
 pub(crate) type FlightHead = Arc<FlightOutcome>;
 
+impl FetchedHead {
+    /// A head whose trailers are still to come. A shared head's `headers` are a copy,
+    /// and the leader takes the map itself.
+    pub(crate) fn new(
+        status: StatusCode,
+        headers: HeaderMap,
+        shareable: bool,
+        outcome: CacheOutcome,
+        cache_status: HeaderValue,
+        vary: Option<(Vec<http::HeaderName>, CacheKey)>,
+    ) -> FetchedHead {
+        let (headers, for_leader) = match shareable {
+            true => (headers.clone(), Some(headers)),
+            false => (headers, None),
+        };
+        FetchedHead {
+            status,
+            headers,
+            for_leader: std::sync::Mutex::new(for_leader),
+            shareable,
+            outcome,
+            cache_status,
+            vary,
+            trailers: Default::default(),
+        }
+    }
+
+    /// The head's fields for the flight's leader: the origin's map the first time,
+    /// a copy after.
+    pub(crate) fn leader_headers(&self) -> HeaderMap {
+        let taken = self
+            .for_leader
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        taken.unwrap_or_else(|| self.headers.clone())
+    }
+}
+
+// Built once per fetch, straight into the flight's `Arc`: boxing the larger variant
+// would add an allocation to every miss and save nothing.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum FlightOutcome {
     Response(FetchedHead),
     Failed(ProxyErrorParts),
@@ -30,6 +72,12 @@ pub(crate) struct ProxyErrorParts {
 pub(crate) struct FetchedHead {
     pub(crate) status: StatusCode,
     pub(crate) headers: HeaderMap,
+    /// The origin's own map, for the client that leads the flight to take once
+    /// ([`FetchedHead::leader_headers`]); `headers` is a copy of it for the others and
+    /// the cache. A copy's field list is exactly as long as its fields, and the
+    /// `Cache-Status` every response gets then reallocated it (about 1 KiB copied per
+    /// miss); the origin's has room for it.
+    pub(crate) for_leader: std::sync::Mutex<Option<HeaderMap>>,
     /// May other clients be served from this fetch (it is being stored)?
     pub(crate) shareable: bool,
     pub(crate) outcome: CacheOutcome,

@@ -222,16 +222,16 @@ impl Fetch {
                 (names, leader)
             });
             let adapted = origin_fields.and_then(|o| o.adapted(&parts.headers));
-            // The head moves into the flight, and what is stored is copied from it there.
-            let fetched = Arc::new(FlightOutcome::Response(FetchedHead {
-                status: parts.status,
-                headers: weir_cache::with_served_room(std::mem::take(&mut parts.headers)),
-                shareable: storing,
+            // What is stored is copied from the flight's head (`FetchedHead::new`).
+            let headers = weir_cache::with_served_room(std::mem::take(&mut parts.headers));
+            let fetched = Arc::new(FlightOutcome::Response(FetchedHead::new(
+                parts.status,
+                headers,
+                storing,
                 outcome,
                 cache_status,
                 vary,
-                trailers: Default::default(),
-            }));
+            )));
             self.flight.set_head(fetched.clone());
             let body_hooks = self
                 .txn
@@ -241,7 +241,9 @@ impl Fetch {
             // pushed, and may ask again before this fetch ends: the object is stored
             // before that chunk goes out. A module that may change the length made the
             // engine drop Content-Length (hooks::fix_framing): one left is what is pushed.
-            let mut keeper = Keeper::new(&engine.cache, declared);
+            // Chunks straight from the origin, each its own allocation when small.
+            let from_origin = collected.is_none() && !body_hooks;
+            let mut keeper = Keeper::new(&engine.cache, declared, from_origin);
             let mut head = Some((parts.status, policy, adapted));
             let mut stage = hooks::BodyStage::new(engine.limits.module_body.0);
             let mut ended = false;
@@ -385,15 +387,14 @@ impl Fetch {
             )
         };
         self.flight
-            .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
-                status: parts.status,
-                headers: parts.headers,
-                shareable: false,
+            .set_head(Arc::new(FlightOutcome::Response(FetchedHead::new(
+                parts.status,
+                parts.headers,
+                false,
                 outcome,
                 cache_status,
-                vary: None,
-                trailers: Default::default(),
-            })));
+                None,
+            ))));
         self.end(true)
     }
 
@@ -435,15 +436,14 @@ impl Fetch {
             (object.vary.clone(), leader)
         });
         self.flight
-            .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
-                status: object.status,
-                headers: object.response_headers(now),
-                shareable: true,
+            .set_head(Arc::new(FlightOutcome::Response(FetchedHead::new(
+                object.status,
+                object.response_headers(now),
+                true,
                 outcome,
                 cache_status,
                 vary,
-                trailers: Default::default(),
-            })));
+            ))));
         let mut reader = object.body.reader();
         while let Some(chunk) = reader.next_chunk().await {
             match chunk {
@@ -460,15 +460,14 @@ impl Fetch {
         let mut headers = reply.headers;
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(reply.body.len()));
         self.flight
-            .set_head(Arc::new(FlightOutcome::Response(FetchedHead {
-                status: reply.status,
+            .set_head(Arc::new(FlightOutcome::Response(FetchedHead::new(
+                reply.status,
                 headers,
-                shareable: false,
-                outcome: CacheOutcome::Bypass,
-                cache_status: HeaderValue::from_static("weir; detail=module"),
-                vary: None,
-                trailers: Default::default(),
-            })));
+                false,
+                CacheOutcome::Bypass,
+                HeaderValue::from_static("weir; detail=module"),
+                None,
+            ))));
         if !reply.body.is_empty() {
             self.flight.push(reply.body).await;
         }

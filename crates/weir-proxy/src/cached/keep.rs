@@ -26,11 +26,16 @@ pub(super) struct Keeper {
     received: u64,
     memory_limit: u64,
     max_object: u64,
+    /// The chunks are the origin's as `UpstreamBody` hands them out: a small one owns
+    /// exactly its bytes.
+    from_origin: bool,
 }
 
 impl Keeper {
     /// A keeper for a response that declares `declared` body bytes, if it does.
-    pub(super) fn new(cache: &Cache, declared: Option<u64>) -> Keeper {
+    /// `from_origin`: the chunks come as the origin's body gave them, no module
+    /// between.
+    pub(super) fn new(cache: &Cache, declared: Option<u64>, from_origin: bool) -> Keeper {
         let memory_limit = cache.memory_object_limit();
         let place = match declared {
             Some(n) if n > memory_limit => Place::Disk(None),
@@ -44,6 +49,7 @@ impl Keeper {
             received: 0,
             memory_limit,
             max_object: cache.settings().max_object_bytes,
+            from_origin,
         }
     }
 
@@ -149,6 +155,12 @@ impl Keeper {
         if self.in_memory() {
             let mut chunks = flight.retained_body()?;
             chunks.extend(last);
+            // A body that came in one chunk of its own is kept as it is, not copied.
+            if let [only] = &chunks[..] {
+                if self.from_origin && crate::upstream::owns_its_bytes(only) {
+                    return Some(Body::Memory(only.clone()));
+                }
+            }
             return Some(Body::Memory(concat(chunks)));
         }
         if !self.write_batch(flight).await {

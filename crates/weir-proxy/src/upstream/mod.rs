@@ -36,6 +36,8 @@ use std::time::Duration;
 
 use thread_local::ThreadLocal;
 
+pub(crate) use owned::owns_its_bytes;
+
 use http::{Request, Response};
 use http_body::Body;
 

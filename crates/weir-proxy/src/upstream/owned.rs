@@ -24,6 +24,12 @@ pub(super) fn chunk(data: Bytes) -> Bytes {
     }
 }
 
+/// Whether `chunk`, as [`chunk`] returned it, is an allocation of exactly its own
+/// size (it was copied out of the read buffer), which the cache may keep as it is.
+pub(crate) fn owns_its_bytes(chunk: &Bytes) -> bool {
+    chunk.len() < COPY_CHUNKS_BELOW && !chunk.is_empty()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,5 +44,11 @@ mod tests {
         let copied = chunk(small.clone());
         assert_eq!(copied, small);
         assert_ne!(copied.as_ptr(), small.as_ptr());
+        assert!(owns_its_bytes(&copied), "a small chunk is its own copy");
+        assert!(
+            !owns_its_bytes(&chunk(buffer.clone())),
+            "a large one is the buffer"
+        );
+        assert!(!owns_its_bytes(&chunk(Bytes::new())));
     }
 }
