@@ -18,6 +18,7 @@ mod content;
 mod deliver;
 mod engine;
 mod error;
+mod field_name;
 mod flight;
 mod forward;
 mod framing;

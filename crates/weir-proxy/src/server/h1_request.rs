@@ -9,7 +9,7 @@
 use std::mem::MaybeUninit;
 
 use bytes::{Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Uri, Version};
 
 use crate::headers::MAX_REQUEST_FIELDS;
@@ -107,7 +107,7 @@ fn build(
     let mut keep_alive = true;
     let mut trailers = false;
     for &(n, nl, v, vl) in spans {
-        let name = HeaderName::from_bytes(&head[n as usize..(n + nl) as usize]).ok()?;
+        let name = crate::field_name::field_name(&head[n as usize..(n + nl) as usize]).ok()?;
         let value = crate::wire::checked_value(head.slice(v as usize..(v + vl) as usize));
         match name {
             header::CONTENT_LENGTH if value.as_bytes().trim_ascii() != b"0" => return None,

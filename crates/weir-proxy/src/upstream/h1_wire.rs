@@ -192,7 +192,7 @@ pub(super) fn parse_response(buf: &mut BytesMut) -> Result<Option<ResponseHead>,
     let mut keep_alive = version == Version::HTTP_11;
     let (mut te, mut length) = (None, Ok(None));
     for &(n, nl, v, vl) in spans {
-        let name = HeaderName::from_bytes(&head[n as usize..(n + nl) as usize])
+        let name = crate::field_name::field_name(&head[n as usize..(n + nl) as usize])
             .map_err(|_| WireError("the origin sent a field name that is not valid".into()))?;
         let value = crate::wire::checked_value(head.slice(v as usize..(v + vl) as usize));
         if name == header::TRANSFER_ENCODING {
