@@ -9,6 +9,8 @@ use http::header::{self, HeaderName, InvalidHeaderName};
 
 /// The name `raw` spells, as `HeaderName::from_bytes` reads it.
 pub(crate) fn field_name(raw: &[u8]) -> Result<HeaderName, InvalidHeaderName> {
+    // By length first: a match on byte strings alone tries its arms one by one (a
+    // comparison each), so a name that is none of them would be tried against all.
     let known = match raw.len() {
         2 => match raw {
             b"TE" | b"te" => Some(header::TE),
