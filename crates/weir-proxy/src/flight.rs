@@ -14,6 +14,42 @@ use crate::metrics::CacheOutcome;
 /// What a flight's readers learn when the origin's response head arrives.
 pub(crate) type FlightHead = Arc<FlightOutcome>;
 
+// Built once per fetch, straight into the flight's `Arc`: boxing the larger variant
+// would add an allocation to every miss and save nothing.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum FlightOutcome {
+    Response(FetchedHead),
+    Failed(ProxyErrorParts),
+}
+
+/// A fetch's failure as its readers learn it (already counted by the fetch).
+pub(crate) struct ProxyErrorParts {
+    pub(crate) status: StatusCode,
+    pub(crate) reason: String,
+    /// The `Cache-Status` detail, when the status alone does not tell.
+    pub(crate) detail: Option<&'static str>,
+}
+
+pub(crate) struct FetchedHead {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    /// The origin's own map, for the client that leads the flight to take once
+    /// ([`FetchedHead::leader_headers`]); `headers` is a copy of it for the others and
+    /// the cache. A copy's field list is exactly as long as its fields, and the
+    /// `Cache-Status` every response gets then reallocated it (about 1 KiB copied per
+    /// miss); the origin's has room for it.
+    pub(crate) for_leader: std::sync::Mutex<Option<HeaderMap>>,
+    /// May other clients be served from this fetch (it is being stored)?
+    pub(crate) shareable: bool,
+    pub(crate) outcome: CacheOutcome,
+    pub(crate) cache_status: HeaderValue,
+    /// The request headers the response varies on, and the leader's variant key.
+    pub(crate) vary: Option<(Vec<http::HeaderName>, CacheKey)>,
+    /// The trailer fields that ended the origin's body, set before the flight ends
+    /// so that every reader sends them after the body (they are not stored).
+    pub(crate) trailers: std::sync::OnceLock<Box<HeaderMap>>,
+}
+
 impl FetchedHead {
     /// A head whose trailers are still to come. A shared head's `headers` are a copy,
     /// and the leader takes the map itself.
@@ -51,40 +87,4 @@ impl FetchedHead {
             .take();
         taken.unwrap_or_else(|| self.headers.clone())
     }
-}
-
-// Built once per fetch, straight into the flight's `Arc`: boxing the larger variant
-// would add an allocation to every miss and save nothing.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum FlightOutcome {
-    Response(FetchedHead),
-    Failed(ProxyErrorParts),
-}
-
-/// A fetch's failure as its readers learn it (already counted by the fetch).
-pub(crate) struct ProxyErrorParts {
-    pub(crate) status: StatusCode,
-    pub(crate) reason: String,
-    /// The `Cache-Status` detail, when the status alone does not tell.
-    pub(crate) detail: Option<&'static str>,
-}
-
-pub(crate) struct FetchedHead {
-    pub(crate) status: StatusCode,
-    pub(crate) headers: HeaderMap,
-    /// The origin's own map, for the client that leads the flight to take once
-    /// ([`FetchedHead::leader_headers`]); `headers` is a copy of it for the others and
-    /// the cache. A copy's field list is exactly as long as its fields, and the
-    /// `Cache-Status` every response gets then reallocated it (about 1 KiB copied per
-    /// miss); the origin's has room for it.
-    pub(crate) for_leader: std::sync::Mutex<Option<HeaderMap>>,
-    /// May other clients be served from this fetch (it is being stored)?
-    pub(crate) shareable: bool,
-    pub(crate) outcome: CacheOutcome,
-    pub(crate) cache_status: HeaderValue,
-    /// The request headers the response varies on, and the leader's variant key.
-    pub(crate) vary: Option<(Vec<http::HeaderName>, CacheKey)>,
-    /// The trailer fields that ended the origin's body, set before the flight ends
-    /// so that every reader sends them after the body (they are not stored).
-    pub(crate) trailers: std::sync::OnceLock<Box<HeaderMap>>,
 }

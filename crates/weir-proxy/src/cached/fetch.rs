@@ -222,7 +222,7 @@ impl Fetch {
                 (names, leader)
             });
             let adapted = origin_fields.and_then(|o| o.adapted(&parts.headers));
-            // What is stored is copied from the flight's head (`FetchedHead::new`).
+            // The leader takes this map; the others and the store copy the flight's.
             let headers = weir_cache::with_served_room(std::mem::take(&mut parts.headers));
             let fetched = Arc::new(FlightOutcome::Response(FetchedHead::new(
                 parts.status,

@@ -155,13 +155,7 @@ impl Keeper {
         if self.in_memory() {
             let mut chunks = flight.retained_body()?;
             chunks.extend(last);
-            // A body that came in one chunk of its own is kept as it is, not copied.
-            if let [only] = &chunks[..] {
-                if self.from_origin && crate::upstream::owns_its_bytes(only) {
-                    return Some(Body::Memory(only.clone()));
-                }
-            }
-            return Some(Body::Memory(concat(chunks)));
+            return Some(Body::Memory(concat(chunks, self.from_origin)));
         }
         if !self.write_batch(flight).await {
             return None;
@@ -174,11 +168,17 @@ impl Keeper {
     }
 }
 
-/// The stored body in one allocation of exactly its size: a chunk is a slice of the
+/// The stored body in one allocation of exactly its size: a chunk may be a slice of the
 /// connection's read buffer, and keeping it would pin that whole buffer in the cache.
-fn concat(chunks: Vec<Bytes>) -> Bytes {
+/// `from_origin`: the chunks are the origin's as `UpstreamBody` hands them out, where
+/// a small one is already such an allocation.
+fn concat(mut chunks: Vec<Bytes>, from_origin: bool) -> Bytes {
     match chunks.len() {
         0 => Bytes::new(),
+        // A chunk of the origin's that owns exactly its bytes is kept as it is.
+        1 if from_origin && crate::upstream::owns_its_bytes(&chunks[0]) => {
+            chunks.pop().expect("one chunk")
+        }
         1 => Bytes::copy_from_slice(&chunks[0]),
         _ => {
             let mut b = BytesMut::with_capacity(chunks.iter().map(Bytes::len).sum());
@@ -197,12 +197,19 @@ mod tests {
     #[test]
     fn a_stored_body_does_not_keep_the_buffer_it_was_read_into() {
         let buffer = Bytes::from(vec![7u8; 64 << 10]);
-        let one = concat(vec![buffer.slice(0..1000)]);
-        let two = concat(vec![buffer.slice(0..10), buffer.slice(10..20)]);
+        let one = concat(vec![buffer.slice(0..1000)], false);
+        let two = concat(vec![buffer.slice(0..10), buffer.slice(10..20)], true);
         assert!(
             buffer.is_unique(),
             "a stored body refers to the read buffer"
         );
         assert_eq!((one.len(), two.len()), (1000, 20));
+    }
+
+    #[test]
+    fn an_origin_chunk_of_its_own_is_stored_without_a_copy() {
+        let own = Bytes::copy_from_slice(&[7u8; 1000]);
+        assert_eq!(concat(vec![own.clone()], true).as_ptr(), own.as_ptr());
+        assert_ne!(concat(vec![own.clone()], false).as_ptr(), own.as_ptr());
     }
 }
