@@ -9,6 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[cfg(test)]
+mod credentials_tests;
+#[cfg(test)]
 mod state_tests;
 
 /// What the cache lookup found.
@@ -51,6 +53,20 @@ pub enum ListenerMode {
     Reverse,
     /// Connections the kernel redirected to the proxy: clients do not know of it.
     Transparent,
+}
+
+impl ListenerMode {
+    /// The field in which a client of this listener sends credentials for the proxy:
+    /// `Proxy-Authorization` to a forward proxy, `Authorization` to a reverse one (its
+    /// clients take it for the origin). None for transparent listeners, whose clients
+    /// do not know of the proxy: what they send is for the origin.
+    pub fn credentials_field(self) -> Option<http::HeaderName> {
+        match self {
+            ListenerMode::Forward => Some(http::header::PROXY_AUTHORIZATION),
+            ListenerMode::Reverse => Some(http::header::AUTHORIZATION),
+            ListenerMode::Transparent => None,
+        }
+    }
 }
 
 /// What a transaction knows of the listener that received it.
@@ -107,6 +123,12 @@ pub struct Txn {
     current: usize,
     body_length_may_change: bool,
     whole_body: bool,
+    /// Whether the engine took the credentials field out of the request as it parsed
+    /// it; then `credentials` holds its value, if the request had one (see
+    /// [`Txn::take_credentials`]). Boxed: a pointer keeps every transaction's `Txn`
+    /// as small as it was, and only requests with credentials pay for the box.
+    credentials_set_aside: bool,
+    credentials: Option<Box<http::HeaderValue>>,
     /// Made on first use: most transactions of most modules keep no state, set no
     /// override and add no log field, and then a transaction allocates nothing and
     /// stays small enough to move cheaply. Taken from and given back to this
@@ -340,6 +362,30 @@ impl Txn {
         self.whole_body
     }
 
+    /// Takes the request's credentials for the proxy out of it: the value of
+    /// [`ListenerMode::credentials_field`] (`Proxy-Authorization` on forward listeners,
+    /// `Authorization` on reverse ones; every line of it), so that they are neither
+    /// forwarded nor seen by later modules. `None` when the request has none, on
+    /// transparent listeners, and for a module that asks after another took them.
+    ///
+    /// For a chain with a module whose [`Module::takes_credentials`] says so, the
+    /// engine sets the field aside as it parses the request (no module sees it in
+    /// `request`), and this hands it over without a lookup; what no module took at
+    /// `RequestHeaders` goes back into the request.
+    ///
+    /// [`Module::takes_credentials`]: crate::Module::takes_credentials
+    pub fn take_credentials(
+        &mut self,
+        request: &mut crate::RequestHead,
+    ) -> Option<http::HeaderValue> {
+        if self.credentials_set_aside {
+            return self.credentials.take().map(|value| *value);
+        }
+        request
+            .headers
+            .remove(self.listener.mode.credentials_field()?)
+    }
+
     fn extra(&mut self) -> &mut Extra {
         self.extra.get_or_insert_with(Extra::take)
     }
@@ -363,8 +409,24 @@ pub mod engine {
             current: 0,
             body_length_may_change: false,
             whole_body: false,
+            credentials_set_aside: false,
+            credentials: None,
             extra: None,
         }
+    }
+
+    /// Hands over the credentials field the engine took out of the request as it
+    /// parsed it (`None`: the request had none), for [`Txn::take_credentials`].
+    pub fn set_aside_credentials(txn: &mut Txn, credentials: Option<Box<http::HeaderValue>>) {
+        txn.credentials_set_aside = true;
+        txn.credentials = credentials;
+    }
+
+    /// The credentials set aside that no module took, to go back into the request;
+    /// from then on [`Txn::take_credentials`] looks for them in the request.
+    pub fn untaken_credentials(txn: &mut Txn) -> Option<http::HeaderValue> {
+        txn.credentials_set_aside = false;
+        txn.credentials.take().map(|value| *value)
     }
 
     /// Says which listener received the transaction (a new one is a plain-text forward

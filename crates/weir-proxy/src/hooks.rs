@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{request, response, HeaderMap, Request};
+use http::{request, response, HeaderMap, HeaderValue, Request};
 use http_body::Frame;
 use weir_api::{BodyChunk, Event, Reply};
 
@@ -31,6 +31,22 @@ pub(crate) use stage::{trailer_event, BodyStage};
 pub(crate) use whole::{
     hook_request_body, whole_request, whole_response, RequestSlot, Whole, WholeRequest,
 };
+
+/// Hands the credentials the parser set aside to the transaction when its chain takes
+/// them; returns them when it does not (no module, or a route's chain without the
+/// module that the listener's has), to go back into the request.
+pub(crate) fn hand_over_credentials(
+    txn: Option<&mut ModTxn>,
+    value: Option<Box<HeaderValue>>,
+) -> Option<HeaderValue> {
+    match txn {
+        Some(t) if t.chain.takes_credentials() => {
+            weir_api::engine::set_aside_credentials(&mut t.txn, value);
+            None
+        }
+        _ => value.map(|value| *value),
+    }
+}
 
 /// The request head is complete.
 pub(crate) async fn request_headers(

@@ -32,6 +32,8 @@ struct Loaded {
 pub(crate) struct ModuleChain {
     modules: Vec<Loaded>,
     by_event: [Vec<u16>; Event::ALL.len()],
+    /// Some module takes the request's credentials ([`Module::takes_credentials`]).
+    takes_credentials: bool,
     /// How long a `Flow::Wait` future may take (zero: no limit).
     wait_limit: Duration,
 }
@@ -132,6 +134,7 @@ impl ModuleChain {
         };
         for (i, (module, optional, events)) in modules.into_iter().enumerate() {
             let wanted = module.events();
+            chain.takes_credentials |= module.takes_credentials();
             for event in Event::ALL {
                 if wanted.contains(event) {
                     chain.by_event[event as usize].push(i as u16);
@@ -150,6 +153,13 @@ impl ModuleChain {
     #[inline]
     pub fn is_empty(&self) -> bool {
         !cfg!(feature = "modules") || self.modules.is_empty()
+    }
+
+    /// Whether some module takes the request's credentials, which the engine then
+    /// sets aside for it when it can.
+    #[inline]
+    pub fn takes_credentials(&self) -> bool {
+        !self.is_empty() && self.takes_credentials
     }
 
     /// Whether any module wants `event`.

@@ -35,13 +35,15 @@ pub(crate) use crate::target::Target;
 /// Serves one request. Never fails: errors become responses. `stream_interim` is an
 /// HTTP/2 stream's queue for the origin's 1xx responses (an HTTP/1.1 request uses its
 /// connection's): an argument rather than a request extension, which would allocate
-/// the extensions' map on every request.
+/// the extensions' map on every request. `credentials`: the credentials field, when the
+/// HTTP/1.1 parser set it aside.
 // An `async` block, not an `async fn` (which keeps its arguments twice): see "The
 // size of a transaction's futures" in docs/architecture.md.
 #[allow(clippy::manual_async_fn)]
 pub(crate) fn handle(
     conn: Arc<ConnInfo>,
-    req: Request<ClientStream>,
+    mut req: Request<ClientStream>,
+    credentials: headers::Credentials,
     stream_interim: Option<Interim>,
 ) -> impl std::future::Future<Output = Result<Response<ProxyBody>, std::convert::Infallible>> + Send
 {
@@ -50,7 +52,7 @@ pub(crate) fn handle(
         let engine = &conn.engine;
         let https = conn.listener.setup.tls.is_some();
         let log = engine.log.as_ref().map(|_| LogInfo::new(&req, https));
-        let fields = headers::FieldScan::of(req.headers());
+        let mut fields = headers::FieldScan::of(req.headers());
         let bytes_in = match fields.content_length {
             true => headers::content_length(req.headers()).unwrap_or(0),
             false => 0,
@@ -80,6 +82,14 @@ pub(crate) fn handle(
             }
             txn
         };
+        if let headers::Credentials::SetAside(value) = credentials {
+            let listener = conn.listener.api_view(https);
+            let name = listener.mode.credentials_field();
+            fields.count_set_aside(value.as_deref(), name.as_ref());
+            if let Some(value) = crate::hooks::hand_over_credentials(txn.as_mut(), value) {
+                put_back_credentials(req.headers_mut(), listener, value);
+            }
+        }
         let served = match transact(
             engine,
             &conn,
@@ -137,6 +147,18 @@ pub(crate) fn handle(
     }
 }
 
+/// Puts credentials that the parser set aside and no module took back into the
+/// request, to be forwarded as if no module had been asked.
+fn put_back_credentials(
+    headers: &mut http::HeaderMap,
+    listener: weir_api::Listener,
+    value: HeaderValue,
+) {
+    if let Some(name) = listener.mode.credentials_field() {
+        headers.append(name, value);
+    }
+}
+
 // An `async` block, not an `async fn` (which keeps its arguments twice): see "The
 // size of a transaction's futures" in docs/architecture.md.
 #[allow(clippy::manual_async_fn)]
@@ -180,7 +202,8 @@ fn transact<'a>(
         }
         let limit = engine.limits.max_request_header.0 as usize;
         let bytes = fields.section_len + uri_len(req.uri());
-        if let Some(reason) = headers::head_refusal(req.headers().len(), bytes, limit) {
+        let count = req.headers().len() + fields.set_aside;
+        if let Some(reason) = headers::head_refusal(count, bytes, limit) {
             return Err(ProxyError::new(
                 StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
                 ErrorKind::HeaderTooLarge,
@@ -191,6 +214,13 @@ fn transact<'a>(
         if let Some(reply) = crate::hooks::request_headers(engine, txn.as_mut(), &mut parts).await?
         {
             return Ok(Served::module_reply(reply));
+        }
+        if let Some(value) = txn
+            .as_mut()
+            .and_then(|t| weir_api::engine::untaken_credentials(&mut t.txn))
+        {
+            let https = conn.listener.setup.tls.is_some();
+            put_back_credentials(&mut parts.headers, conn.listener.api_view(https), value);
         }
         if parts.method == Method::CONNECT {
             let req = Request::from_parts(parts, body);

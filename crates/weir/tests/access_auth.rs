@@ -102,6 +102,88 @@ async fn good_credentials_pass_and_are_never_forwarded() {
     assert!(!proxy.stderr_text().contains("ann-pw") && !proxy.stderr_text().contains("carl-pw"));
 }
 
+/// Requests that Weir's own HTTP/1.1 parser leaves to hyper's (a body, two lines of
+/// the field) carry their credentials in the request's fields, from which the module
+/// takes them: not forwarded either.
+#[tokio::test]
+async fn credentials_on_every_parser_path_are_never_forwarded() {
+    let (origin, proxy, _users) = setup("");
+    let ann = basic("ann", "ann-pw");
+    let post = format!(
+        "POST {} HTTP/1.1\r\nHost: {}\r\nProxy-Authorization: {ann}\r\n\
+         Content-Length: 4\r\nConnection: close\r\n\r\nbody",
+        origin.url("/fp"),
+        origin.base().trim_start_matches("http://"),
+    );
+    assert_eq!(
+        raw_exchange(proxy.forward_addr(), post.as_bytes()).status,
+        200
+    );
+    assert_eq!(
+        origin.last("/fp").unwrap().header("proxy-authorization"),
+        None
+    );
+    let post = format!(
+        "POST /rp HTTP/1.1\r\nHost: site.test\r\nAuthorization: {ann}\r\n\
+         Content-Length: 4\r\nConnection: close\r\n\r\nbody"
+    );
+    assert_eq!(
+        raw_exchange(proxy.reverse_addr(), post.as_bytes()).status,
+        200
+    );
+    assert_eq!(origin.last("/rp").unwrap().header("authorization"), None);
+    let twice = format!(
+        "GET /r2 HTTP/1.1\r\nHost: site.test\r\nAuthorization: {ann}\r\n\
+         Authorization: {}\r\nConnection: close\r\n\r\n",
+        basic("bob", "bob-pw")
+    );
+    assert_eq!(
+        raw_exchange(proxy.reverse_addr(), twice.as_bytes()).status,
+        200
+    );
+    assert_eq!(origin.last("/r2").unwrap().header("authorization"), None);
+}
+
+/// A route whose chain does not have the module: the credentials the parser set aside
+/// for the listener's chain go back into the request, and on to the origin, as they
+/// would with no module at all.
+#[tokio::test]
+async fn a_route_without_the_module_forwards_the_credentials() {
+    let origin = TestOrigin::start();
+    origin.route("/*", Reply::ok("from the origin"));
+    let dir = TempDir::new("access-auth-route");
+    let file = users_file(dir.path());
+    let proxy = Proxy::builder()
+        .reverse(&origin.base())
+        .listener_line(&format!(
+            "[[listen.route]]\npath_prefix = \"/open/\"\norigin = {:?}\nmodules = []",
+            origin.base()
+        ))
+        .raw(&format!(
+            "[[module]]\nname = \"access\"\nhtpasswd = {:?}\n",
+            file.display().to_string()
+        ))
+        .start();
+    let ann = basic("ann", "ann-pw");
+    let get = |path: &str, credentials: &str| {
+        format!("GET {path} HTTP/1.1\r\nHost: site.test\r\n{credentials}Connection: close\r\n\r\n")
+    };
+    let with = format!("Authorization: {ann}\r\n");
+    let r = raw_exchange(proxy.reverse_addr(), get("/open/a", &with).as_bytes());
+    assert_eq!(r.status, 200);
+    let seen = origin.last("/open/a").unwrap();
+    assert_eq!(seen.header("authorization").as_deref(), Some(ann.as_str()));
+    // The listener's own chain still asks for them, and takes them.
+    let r = raw_exchange(proxy.reverse_addr(), get("/closed", "").as_bytes());
+    assert_eq!(r.status, 401);
+    let r = raw_exchange(proxy.reverse_addr(), get("/closed", &with).as_bytes());
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        origin.last("/closed").unwrap().header("authorization"),
+        None
+    );
+}
+
 #[tokio::test]
 async fn a_challenge_is_407_on_forward_listeners_and_401_on_reverse_ones() {
     let (origin, proxy, _users) = setup("");

@@ -9,8 +9,8 @@
 //! (`407` with `Proxy-Authenticate` on forward listeners, `401` with
 //! `WWW-Authenticate` on reverse ones). The user it authenticated is the
 //! transaction's user ([`Txn::set_user`]): the access log writes it and later modules
-//! read it. The credentials header is removed from the request, so it is neither
-//! forwarded nor seen by later modules.
+//! read it. The credentials header is taken out of the request
+//! ([`Txn::take_credentials`]), so it is neither forwarded nor seen by other modules.
 
 mod auth;
 mod bits;
@@ -32,7 +32,6 @@ mod walk_tests;
 use std::sync::Arc;
 use std::time::Duration;
 
-use weir_api::http::header;
 use weir_api::{
     Counter, Decision, Event, Events, Flow, ListenerMode, Module, ModuleContext, ModuleFactory,
     Reply, RequestHead, Settings, SettingsError, Timer, Txn,
@@ -162,21 +161,19 @@ impl Module for Access {
         Events::of(&[Event::RequestHeaders])
     }
 
+    fn takes_credentials(&self) -> bool {
+        self.auth.is_some()
+    }
+
     fn on_request_headers<'a>(
         &'a self,
         txn: &'a mut Txn,
         request: &'a mut RequestHead,
     ) -> Flow<'a> {
-        let mode = txn.listener().mode;
+        // None on transparent listeners, whose clients do not know of the proxy.
         let credentials = match &self.auth {
-            Some(_) if mode != ListenerMode::Transparent => {
-                let name = match mode {
-                    ListenerMode::Reverse => header::AUTHORIZATION,
-                    _ => header::PROXY_AUTHORIZATION,
-                };
-                request.headers.remove(name)
-            }
-            _ => None,
+            Some(_) => txn.take_credentials(request),
+            None => None,
         };
         let (Some(auth), Some(credentials)) = (&self.auth, credentials) else {
             return flow(self.judge(txn, request, None));

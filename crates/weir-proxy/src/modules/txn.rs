@@ -136,6 +136,15 @@ impl ListenerChains {
         self.routes.iter().any(Option::is_some)
     }
 
+    /// Whether a chain of the listener or one of its routes takes the request's
+    /// credentials: its HTTP/1.1 parser then sets them aside (the route is found
+    /// after parsing; a route whose chain does not take them gets them back).
+    pub fn takes_credentials(&self) -> bool {
+        std::iter::once(&self.listener)
+            .chain(self.routes.iter().flatten())
+            .any(|c| c.chain.takes_credentials())
+    }
+
     /// The chain for a request that matched route `route` (`None`: no route, or a
     /// forward listener).
     pub fn for_route(&self, route: Option<usize>) -> &SharedChain {

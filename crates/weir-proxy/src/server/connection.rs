@@ -47,6 +47,7 @@ use tokio::time::Sleep;
 
 use crate::body::{ClientStream, ProxyBody};
 use crate::framing::FramingGuard;
+use crate::headers::Credentials;
 use crate::interim::{self, Interim};
 use crate::listener::ClientIo;
 use crate::service::ConnInfo;
@@ -174,7 +175,12 @@ pub(crate) async fn serve<K: Send + 'static>(
             // it is given; a pointer is cheaper to move than the future (a miss spent
             // about 8,500 instructions copying it). Made in its box (`boxed.rs`).
             let handled = crate::boxed::in_place(|| {
-                crate::service::handle(conn.clone(), req.map(ClientStream::Http1), None)
+                crate::service::handle(
+                    conn.clone(),
+                    req.map(ClientStream::Http1),
+                    Credentials::InFields,
+                    None,
+                )
             });
             async move {
                 // hyper polls this future on the connection's task: its waker is the

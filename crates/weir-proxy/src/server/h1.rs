@@ -54,6 +54,16 @@ pub(super) struct Limits {
     pub head_limit: usize,
 }
 
+/// The credentials field this connection's parser sets aside: the one its listener's
+/// clients send, when a module of the listener's takes credentials.
+fn credentials_set_aside(conn: &ConnInfo) -> Option<http::HeaderName> {
+    let https = conn.listener.setup.tls.is_some();
+    match conn.engine.modules.load().takes_credentials() {
+        true => conn.listener.api_view(https).mode.credentials_field(),
+        false => None,
+    }
+}
+
 /// Serves the connection from `ahead` (bytes already read) on, until it ends or a
 /// request for hyper comes.
 pub(super) async fn serve(
@@ -73,9 +83,13 @@ pub(super) async fn serve(
     // leaving it cost a hit about 300 instructions.
     let mut watcher = stop.clone();
     let mut stopped = pin!(watcher.wait_for(|stop| *stop));
+    // Looked up once per connection: a reload meanwhile is safe either way (a module
+    // takes credentials left in the fields from them, and what is set aside for no
+    // module goes back).
+    let set_aside = credentials_set_aside(conn);
     loop {
         if !buf.is_empty() {
-            match h1_request::parse(&mut buf, limits.head_limit) {
+            match h1_request::parse(&mut buf, limits.head_limit, set_aside.as_ref()) {
                 Parsed::Request(head) => {
                     head_began = false;
                     io.served_past();
@@ -179,12 +193,14 @@ async fn respond(
         request,
         keep_alive,
         trailers,
+        credentials,
     } = head;
     let method = request.method().clone();
     let interim = &conn.interim;
     // Boxed: a transaction's future is several KiB; made in its box (`boxed.rs`).
     let mut handled = crate::boxed::in_place(|| {
-        crate::service::handle(conn.clone(), request.map(|()| ClientStream::Empty), None)
+        let request = request.map(|()| ClientStream::Empty);
+        crate::service::handle(conn.clone(), request, credentials, None)
     });
     // Interim responses from the origin wake this task, which writes them out.
     let waker = poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;

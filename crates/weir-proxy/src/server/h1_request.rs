@@ -9,10 +9,10 @@
 use std::mem::MaybeUninit;
 
 use bytes::{Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Uri, Version};
 
-use crate::headers::MAX_REQUEST_FIELDS;
+use crate::headers::{Credentials, MAX_REQUEST_FIELDS};
 
 /// The longest request target hyper's parser takes; a longer one goes to hyper, which
 /// refuses it with its own status (414 or, under a smaller header limit, 431).
@@ -40,12 +40,20 @@ pub(super) struct Head {
     pub keep_alive: bool,
     /// The client takes trailer fields (`TE: trailers`).
     pub trailers: bool,
+    /// The credentials field, when the parser was asked to set it aside.
+    pub credentials: Credentials,
 }
 
 /// Parses the request head at the start of `buf`, and takes it out of `buf` when it
 /// is one this server serves. `head_limit` is the most bytes a head may take before
 /// it goes to hyper, which refuses it (and the framing guard explains why).
-pub(super) fn parse(buf: &mut BytesMut, head_limit: usize) -> Parsed {
+/// `set_aside`: the credentials field a module takes (see [`Credentials`]), kept out
+/// of the request's fields.
+pub(super) fn parse(
+    buf: &mut BytesMut,
+    head_limit: usize,
+    set_aside: Option<&HeaderName>,
+) -> Parsed {
     let mut slots = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_REQUEST_FIELDS];
     let mut req = httparse::Request::new(&mut []);
     let len = match req.parse_with_uninit_headers(buf, &mut slots) {
@@ -79,7 +87,7 @@ pub(super) fn parse(buf: &mut BytesMut, head_limit: usize) -> Parsed {
     let mut spilled = Vec::new();
     let spans = crate::wire::spans(base, req.headers, &mut inline, &mut spilled);
     let head = buf.split_to(len).freeze();
-    match build(&head, method, target, spans) {
+    match build(&head, method, target, spans, set_aside) {
         Some(parsed) => Parsed::Request(parsed),
         None => {
             // Put back for hyper (rare: a body, an upgrade, an expectation).
@@ -98,6 +106,7 @@ fn build(
     method: Method,
     (at, len): (usize, usize),
     spans: &[crate::wire::Span],
+    set_aside: Option<&HeaderName>,
 ) -> Option<Head> {
     let uri = Uri::from_maybe_shared(head.slice(at..at + len)).ok()?;
     // Room for the fields the origin's copy gains (`TE`, `Via`): a copy keeps the
@@ -106,6 +115,10 @@ fn build(
     let mut headers = HeaderMap::with_capacity(spans.len() + 2);
     let mut keep_alive = true;
     let mut trailers = false;
+    let mut credentials = match set_aside {
+        Some(_) => Credentials::SetAside(None),
+        None => Credentials::InFields,
+    };
     for &(n, nl, v, vl) in spans {
         let name = crate::field_name::field_name(&head[n as usize..(n + nl) as usize]).ok()?;
         let value = crate::wire::checked_value(head.slice(v as usize..(v + vl) as usize));
@@ -124,6 +137,16 @@ fn build(
             header::TE => {
                 trailers |= tokens(&value).any(|t| t.eq_ignore_ascii_case(b"trailers"));
             }
+            _ if set_aside.is_some_and(|aside| *aside == name) => match &mut credentials {
+                // A second line goes to hyper's path, where the whole field is
+                // removed from the map: one value set aside and one forwarded would
+                // give the origin credentials meant for the proxy.
+                Credentials::SetAside(Some(_)) => return None,
+                taken => {
+                    *taken = Credentials::SetAside(Some(Box::new(value)));
+                    continue;
+                }
+            },
             _ => {}
         }
         headers.append(name, value);
@@ -137,6 +160,7 @@ fn build(
         request,
         keep_alive,
         trailers,
+        credentials,
     })
 }
 
@@ -154,7 +178,7 @@ mod tests {
 
     fn parsed(text: &str) -> (Parsed, BytesMut) {
         let mut buf = BytesMut::from(text);
-        (parse(&mut buf, 8192), buf)
+        (parse(&mut buf, 8192, None), buf)
     }
 
     #[test]
@@ -202,6 +226,38 @@ mod tests {
             assert!(matches!(p, Parsed::Hyper), "{text:?}");
             assert_eq!(&rest[..], text.as_bytes(), "{text:?}");
         }
+    }
+
+    #[test]
+    fn the_credentials_field_is_set_aside_only_when_asked() {
+        let text = "GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Basic YTpi\r\nX-After: 1\r\n\r\n";
+        let aside = |text: &str, name: &HeaderName| {
+            let mut buf = BytesMut::from(text);
+            match parse(&mut buf, 8192, Some(name)) {
+                Parsed::Request(head) => Some(head),
+                _ => None,
+            }
+        };
+        let head = aside(text, &header::AUTHORIZATION).expect("parsed");
+        assert!(!head.request.headers().contains_key(header::AUTHORIZATION));
+        assert_eq!(head.request.headers()["x-after"], "1");
+        assert!(matches!(&head.credentials, Credentials::SetAside(Some(v)) if **v == "Basic YTpi"));
+        // Another field's name: in the fields, and none set aside.
+        let head = aside(text, &header::PROXY_AUTHORIZATION).expect("parsed");
+        assert_eq!(head.request.headers()["authorization"], "Basic YTpi");
+        assert!(matches!(head.credentials, Credentials::SetAside(None)));
+        // Not asked: in the fields.
+        let Parsed::Request(head) = parsed(text).0 else {
+            panic!("not parsed")
+        };
+        assert_eq!(head.request.headers()["authorization"], "Basic YTpi");
+        assert!(matches!(head.credentials, Credentials::InFields));
+        // Two lines of it: hyper's path, the buffer as it was.
+        let two = "GET / HTTP/1.1\r\nHost: a\r\nAuthorization: Basic YTpi\r\nauthorization: Basic Yzpk\r\n\r\n";
+        let mut buf = BytesMut::from(two);
+        let p = parse(&mut buf, 8192, Some(&header::AUTHORIZATION));
+        assert!(matches!(p, Parsed::Hyper));
+        assert_eq!(&buf[..], two.as_bytes());
     }
 
     #[test]

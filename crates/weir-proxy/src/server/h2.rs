@@ -195,6 +195,7 @@ async fn stream(
         crate::service::handle(
             conn,
             Request::from_parts(parts, body),
+            crate::headers::Credentials::InFields,
             Some(interim.clone()),
         )
     });
