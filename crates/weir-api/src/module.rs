@@ -37,11 +37,12 @@ pub trait Module: Send + Sync + 'static {
     fn events(&self) -> Events;
 
     /// Whether this module takes the request's credentials for the proxy with
-    /// [`Txn::take_credentials`] (an authentication module). The engine then takes the
-    /// field out of the request as it parses it, which costs less than a lookup and a
-    /// removal: no module of the chain sees it in the request, and what no module
-    /// took at `RequestHeaders` goes back in. Asked once, when the module is loaded.
-    /// The default, `false`, leaves the field in the request.
+    /// [`Txn::take_credentials`] (an authentication module). Weir's HTTP/1.1 parser
+    /// then keeps the field out of the requests it reads, which costs less than a
+    /// lookup and a removal: no module of the chain sees it in the request, and what
+    /// no module took at `RequestHeaders` goes back in. (Requests hyper parses keep it
+    /// in their fields, where `take_credentials` finds it.) Asked once, when the module
+    /// is loaded. The default, `false`, leaves the field in the request.
     fn takes_credentials(&self) -> bool {
         false
     }

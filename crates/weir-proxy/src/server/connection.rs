@@ -174,13 +174,9 @@ pub(crate) async fn serve<K: Send + 'static>(
             // Boxed: a transaction's future is several KiB, and hyper moves the future
             // it is given; a pointer is cheaper to move than the future (a miss spent
             // about 8,500 instructions copying it). Made in its box (`boxed.rs`).
+            let req = req.map(ClientStream::Http1);
             let handled = crate::boxed::in_place(|| {
-                crate::service::handle(
-                    conn.clone(),
-                    req.map(ClientStream::Http1),
-                    Credentials::InFields,
-                    None,
-                )
+                crate::service::handle(conn.clone(), req, Credentials::InFields, None)
             });
             async move {
                 // hyper polls this future on the connection's task: its waker is the
