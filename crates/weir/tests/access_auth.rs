@@ -144,6 +144,34 @@ async fn credentials_on_every_parser_path_are_never_forwarded() {
     assert_eq!(origin.last("/r2").unwrap().header("authorization"), None);
 }
 
+/// A field the parser sets aside for the module is still part of the head the client
+/// sent: it counts toward `max_request_header` like any other.
+#[tokio::test]
+async fn credentials_set_aside_count_toward_the_head_limit() {
+    let (origin, proxy, _users) = setup("[limits]\nmax_request_header = \"8KiB\"");
+    let request = |credentials: &str| {
+        format!(
+            "GET /big HTTP/1.1\r\nHost: site.test\r\nAuthorization: {credentials}\r\n\
+             Connection: close\r\n\r\n"
+        )
+    };
+    let r = raw_exchange(
+        proxy.reverse_addr(),
+        request(&"x".repeat(9 * 1024)).as_bytes(),
+    );
+    assert_eq!(r.status, 431);
+    assert_eq!(
+        r.text().trim(),
+        "request header section is larger than 8192 bytes"
+    );
+    let r = raw_exchange(
+        proxy.reverse_addr(),
+        request(&basic("ann", "ann-pw")).as_bytes(),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(origin.count("/big"), 1);
+}
+
 /// A route whose chain does not have the module: the credentials the parser set aside
 /// for the listener's chain go back into the request, and on to the origin, as they
 /// would with no module at all.
