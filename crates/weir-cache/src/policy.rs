@@ -93,6 +93,12 @@ impl StoragePolicy {
                 .sum::<usize>()
     }
 
+    /// The fields a shared cache must not reuse (`private="…"`, `no-cache="…"`): left
+    /// out of what is stored, and of what other clients are sent from the fetch.
+    pub fn unstored_fields(&self) -> &[String] {
+        &self.unstored_fields
+    }
+
     /// Takes the fields that must not be stored (see [`CachedObject::new`]).
     ///
     /// [`CachedObject::new`]: crate::CachedObject::new

@@ -51,25 +51,33 @@ pub(crate) struct FetchedHead {
 }
 
 impl FetchedHead {
-    /// A head whose trailers are still to come. A shared head's `headers` are a copy,
-    /// and the leader takes the map itself.
+    /// A head whose trailers are still to come. `shared`: other clients may be served
+    /// from the fetch, without these fields (those the origin kept from reuse, see
+    /// `StoragePolicy::unstored_fields`); their `headers` are then a copy without
+    /// them, and the leader takes the map itself, with them.
     pub(crate) fn new(
         status: StatusCode,
         headers: HeaderMap,
-        shareable: bool,
+        shared: Option<&[String]>,
         outcome: CacheOutcome,
         cache_status: HeaderValue,
         vary: Option<(Vec<http::HeaderName>, CacheKey)>,
     ) -> FetchedHead {
-        let (headers, for_leader) = match shareable {
-            true => (headers.clone(), Some(headers)),
-            false => (headers, None),
+        let (headers, for_leader) = match shared {
+            Some(unshared) => {
+                let mut copy = headers.clone();
+                for name in unshared {
+                    copy.remove(name.as_str());
+                }
+                (copy, Some(headers))
+            }
+            None => (headers, None),
         };
         FetchedHead {
             status,
             headers,
             for_leader: std::sync::Mutex::new(for_leader),
-            shareable,
+            shareable: shared.is_some(),
             outcome,
             cache_status,
             vary,

@@ -227,7 +227,7 @@ impl Fetch {
             let fetched = Arc::new(FlightOutcome::Response(FetchedHead::new(
                 parts.status,
                 headers,
-                storing,
+                storing.then_some(policy.unstored_fields()),
                 outcome,
                 cache_status,
                 vary,
@@ -390,7 +390,7 @@ impl Fetch {
             .set_head(Arc::new(FlightOutcome::Response(FetchedHead::new(
                 parts.status,
                 parts.headers,
-                false,
+                None,
                 outcome,
                 cache_status,
                 None,
@@ -439,7 +439,7 @@ impl Fetch {
             .set_head(Arc::new(FlightOutcome::Response(FetchedHead::new(
                 object.status,
                 object.response_headers(now),
-                true,
+                Some(&[]),
                 outcome,
                 cache_status,
                 vary,
@@ -463,7 +463,7 @@ impl Fetch {
             .set_head(Arc::new(FlightOutcome::Response(FetchedHead::new(
                 reply.status,
                 headers,
-                false,
+                None,
                 CacheOutcome::Bypass,
                 HeaderValue::from_static("weir; detail=module"),
                 None,

@@ -110,3 +110,45 @@ async fn coalesced_waiters_are_served_while_the_fetch_streams() {
         "second client's Cache-Status: {b_cs:?}"
     );
 }
+
+/// Clients that joined another client's fetch are answered as a stored copy would
+/// answer them: without the fields the origin kept from reuse (`private="…"`,
+/// `no-cache="…"`), which only the client that asked gets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joined_clients_do_not_get_the_fields_kept_from_reuse() {
+    let (origin, _proxy, client) = setup();
+    origin.route(
+        "/qualified",
+        Reply::ok("shared")
+            .cc(r#"max-age=60, private="set-cookie", no-cache="x-secret""#)
+            .header("set-cookie", "session=first-client")
+            .header("x-secret", "s")
+            .header("x-kept", "k")
+            .delay(Duration::from_millis(300)),
+    );
+    let url = origin.url("/qualified");
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..10 {
+        let (client, url) = (client.clone(), url.clone());
+        set.spawn(async move { get(&client, &url, &[]).await });
+    }
+    let mut with_fields = 0;
+    let mut collapsed = 0;
+    while let Some(r) = set.join_next().await {
+        let r = r.expect("request task");
+        assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "shared"));
+        assert_eq!(r.header("x-kept").as_deref(), Some("k"));
+        let cs = r.cache_status();
+        if cs_has(&cs, "collapsed", None) {
+            collapsed += 1;
+            assert_eq!(r.header("set-cookie"), None, "{cs}");
+            assert_eq!(r.header("x-secret"), None, "{cs}");
+        } else if r.header("set-cookie").is_some() {
+            with_fields += 1;
+            assert_eq!(r.header("x-secret").as_deref(), Some("s"));
+        }
+    }
+    assert_eq!(origin.count("/qualified"), 1);
+    assert!(collapsed >= 1, "some clients joined the fetch");
+    assert_eq!(with_fields, 1, "only the client whose request was fetched");
+}
