@@ -51,7 +51,7 @@ pub use disk::{DiskSettings, DiskStats};
 pub use freshness::{Heuristic, PolicyOptions};
 pub use invalidation::{Invalidation, Ticket, RETAIN_AT_MOST, RETAIN_FOR};
 pub use key::CacheKey;
-pub use object::CachedObject;
+pub use object::{CachedObject, StoredHead};
 pub use part_set::{Part, PartSet};
 pub use parts::{content_range, strong_validator, PartStored};
 pub use policy::{Freshness, StoragePolicy};

@@ -1,5 +1,6 @@
 //! A stored response: status, headers, body and the policy that says how long it lives.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::{header, request, response, HeaderMap, HeaderName, StatusCode};
@@ -17,16 +18,43 @@ use crate::vary::vary_names;
 /// were larger (docs/operations.md, "Sizing the cache"), so that the configured size
 /// is at most the memory the cache holds.
 const ENTRY: usize = 512;
-/// The object itself and its reference count.
-const OVERHEAD: usize = ENTRY + std::mem::size_of::<CachedObject>() + 16;
+/// The object itself and its reference count, and its shared header map's.
+const OVERHEAD: usize =
+    ENTRY + std::mem::size_of::<CachedObject>() + 16 + std::mem::size_of::<HeaderMap>() + 16;
+
+/// A response head as the cache stores it: its fields copied into one allocation (see
+/// `compact`), without `Trailer` (a stored response has no trailers, RFC 9111 §3) and
+/// without those a qualified `private` or `no-cache` keeps from reuse. Made when a
+/// fill's head arrives and shared: the clients that joined the fill are sent these
+/// fields, and the object stored at its end keeps them, copied once.
+#[derive(Debug, Clone)]
+pub struct StoredHead(Arc<HeaderMap>);
+
+impl StoredHead {
+    /// The head of a response whose storage `policy` decided: `headers` must already be
+    /// free of hop-by-hop fields.
+    pub fn new(headers: &HeaderMap, policy: &StoragePolicy) -> StoredHead {
+        let unstored = policy.unstored_fields();
+        StoredHead(Arc::new(copy_headers(headers, |n| {
+            n != header::TRAILER && !unstored.iter().any(|u| u == n.as_str())
+        })))
+    }
+
+    /// The fields, shared.
+    pub fn headers(&self) -> &Arc<HeaderMap> {
+        &self.0
+    }
+}
 
 /// A complete response held by the cache. Immutable: a validation makes a new one.
 #[derive(Debug, Clone)]
 pub struct CachedObject {
     /// The stored status.
     pub status: StatusCode,
-    /// The stored response headers (hop-by-hop headers already removed).
-    pub headers: HeaderMap,
+    /// The stored response headers (hop-by-hop headers already removed). Shared: a
+    /// fill's clients that joined it are sent these very fields while it is stored
+    /// ([`StoredHead`]), so the fill copies them once.
+    pub headers: Arc<HeaderMap>,
     /// The body, in memory or in a file of the disk tier.
     pub body: Body,
     /// How long it may be reused.
@@ -50,15 +78,24 @@ impl CachedObject {
         status: StatusCode,
         headers: &HeaderMap,
         body: impl Into<Body>,
+        policy: StoragePolicy,
+    ) -> Self {
+        let head = StoredHead::new(headers, &policy);
+        CachedObject::with_head(status, head, body, policy)
+    }
+
+    /// A stored response whose head was made for it already (by a fill, whose joined
+    /// clients were sent the same fields).
+    pub fn with_head(
+        status: StatusCode,
+        head: StoredHead,
+        body: impl Into<Body>,
         mut policy: StoragePolicy,
     ) -> Self {
         let body = body.into();
-        // Owned by the object alone, in one allocation (see `compact`), without the
-        // fields a qualified `private` or `no-cache` keeps from being stored.
-        let unstored = policy.take_unstored_fields();
-        let headers = copy_headers(headers, |n| {
-            n != header::TRAILER && !unstored.iter().any(|u| u == n.as_str())
-        });
+        // Left out of the head already; the policy need not keep them any longer.
+        drop(policy.take_unstored_fields());
+        let StoredHead(headers) = head;
         let vary = vary_names(&headers);
         // A body in a file costs the memory tier nothing but its handle.
         let body_bytes = body.in_memory().map_or(0, |b| b.len());
@@ -136,7 +173,7 @@ impl CachedObject {
 
     /// The headers to send with it now: the stored ones plus a current `Age`.
     pub fn response_headers(&self, now: SystemTime) -> HeaderMap {
-        let mut h = self.headers.clone();
+        let mut h = HeaderMap::clone(&self.headers);
         h.insert(header::AGE, policy::age_value(self.policy.age(now)));
         h
     }

@@ -306,7 +306,7 @@ async fn serve_flight(
     let mut r = Response::new(ProxyBody::frames(Box::pin(stream)));
     *r.status_mut() = h.status;
     *r.headers_mut() = if follower {
-        h.headers.clone()
+        HeaderMap::clone(&h.headers)
     } else {
         h.leader_headers()
     };

@@ -156,7 +156,7 @@ fn info_of(url: &str, object: &CachedObject, variants: usize) -> ObjectInfo {
     ObjectInfo {
         url: url.to_string(),
         status: object.status,
-        headers: object.headers.clone(),
+        headers: http::HeaderMap::clone(&object.headers),
         size: object.body.len(),
         age: object.policy.age(now),
         time_to_live: object.policy.time_to_live(now),

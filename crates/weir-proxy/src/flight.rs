@@ -30,14 +30,27 @@ pub(crate) struct ProxyErrorParts {
     pub(crate) detail: Option<&'static str>,
 }
 
+/// Who else a flight's head is for, besides the client that leads it.
+pub(crate) enum Shared {
+    /// No one: the fetch is not shared.
+    No,
+    /// Other clients, sent a copy of the head.
+    Copy,
+    /// Other clients, sent these fields: the head as the cache will store it (without
+    /// what the origin kept from reuse), which the stored object keeps too.
+    As(weir_cache::StoredHead),
+}
+
 pub(crate) struct FetchedHead {
     pub(crate) status: StatusCode,
-    pub(crate) headers: HeaderMap,
+    /// The fields for every reader but the leader, and for the cache.
+    pub(crate) headers: Arc<HeaderMap>,
+    /// The fields the fill stores, when it stores them ([`Shared::As`]).
+    pub(crate) stored: Option<weir_cache::StoredHead>,
     /// The origin's own map, for the client that leads the flight to take once
-    /// ([`FetchedHead::leader_headers`]); `headers` is a copy of it for the others and
-    /// the cache. A copy's field list is exactly as long as its fields, and the
-    /// `Cache-Status` every response gets then reallocated it (about 1 KiB copied per
-    /// miss); the origin's has room for it.
+    /// ([`FetchedHead::leader_headers`]) when the head is shared. A copy's field list
+    /// is exactly as long as its fields, and the `Cache-Status` every response gets
+    /// then reallocated it (about 1 KiB copied per miss); the origin's has room for it.
     pub(crate) for_leader: std::sync::Mutex<Option<HeaderMap>>,
     /// May other clients be served from this fetch (it is being stored)?
     pub(crate) shareable: bool,
@@ -51,37 +64,45 @@ pub(crate) struct FetchedHead {
 }
 
 impl FetchedHead {
-    /// A head whose trailers are still to come. `shared`: other clients may be served
-    /// from the fetch, without these fields (those the origin kept from reuse, see
-    /// `StoragePolicy::unstored_fields`); their `headers` are then a copy without
-    /// them, and the leader takes the map itself, with them.
+    /// A head whose trailers are still to come. A shared head's other readers get
+    /// `shared`'s fields, and the leader takes `headers` itself.
     pub(crate) fn new(
         status: StatusCode,
         headers: HeaderMap,
-        shared: Option<&[String]>,
+        shared: Shared,
         outcome: CacheOutcome,
         cache_status: HeaderValue,
         vary: Option<(Vec<http::HeaderName>, CacheKey)>,
     ) -> FetchedHead {
-        let (headers, for_leader) = match shared {
-            Some(unshared) => {
-                let mut copy = headers.clone();
-                for name in unshared {
-                    copy.remove(name.as_str());
-                }
-                (copy, Some(headers))
-            }
-            None => (headers, None),
+        let (view, stored, for_leader) = match shared {
+            Shared::No => (Arc::new(headers), None, None),
+            Shared::Copy => (Arc::new(headers.clone()), None, Some(headers)),
+            Shared::As(head) => (head.headers().clone(), Some(head), Some(headers)),
         };
         FetchedHead {
             status,
-            headers,
+            headers: view,
+            stored,
+            shareable: for_leader.is_some(),
             for_leader: std::sync::Mutex::new(for_leader),
-            shareable: shared.is_some(),
             outcome,
             cache_status,
             vary,
             trailers: Default::default(),
+        }
+    }
+
+    /// The object a fill stores: with the head its other readers were sent, when it
+    /// was made for the store ([`Shared::As`]), else a copy of `headers`.
+    pub(crate) fn object(
+        &self,
+        status: StatusCode,
+        body: weir_cache::Body,
+        policy: weir_cache::StoragePolicy,
+    ) -> weir_cache::CachedObject {
+        match &self.stored {
+            Some(head) => weir_cache::CachedObject::with_head(status, head.clone(), body, policy),
+            None => weir_cache::CachedObject::new(status, &self.headers, body, policy),
         }
     }
 
@@ -93,6 +114,6 @@ impl FetchedHead {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        taken.unwrap_or_else(|| self.headers.clone())
+        taken.unwrap_or_else(|| HeaderMap::clone(&self.headers))
     }
 }

@@ -133,7 +133,7 @@ fn write_and_link(shared: &Shared, job: Job) {
         key: job.key.as_str().to_string(),
         base: job.base.as_ref().map(|b| b.as_str().to_string()),
         status: object.status,
-        headers: object.headers.clone(),
+        headers: http::HeaderMap::clone(&object.headers),
         policy: object.policy.clone(),
         tags: object.tags.clone(),
         adapted_fields: object

@@ -7,13 +7,15 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{request, StatusCode};
-use weir_cache::{Adapted, CacheKey, CachedObject, OriginFields, StaleUse, StoragePolicy};
+use weir_cache::{
+    Adapted, CacheKey, CachedObject, OriginFields, StaleUse, StoragePolicy, StoredHead,
+};
 
 use super::keep::Keeper;
 use crate::body::RequestBody;
 use crate::engine::Engine;
 use crate::error::ProxyError;
-use crate::flight::{FetchedHead, FlightHead, FlightOutcome, ProxyErrorParts};
+use crate::flight::{FetchedHead, FlightHead, FlightOutcome, ProxyErrorParts, Shared};
 use crate::forward::{upstream_error, without_validators};
 use crate::metrics::{CacheOutcome, ErrorKind};
 use crate::modules::txn::ModTxn;
@@ -222,16 +224,14 @@ impl Fetch {
                 (names, leader)
             });
             let adapted = origin_fields.and_then(|o| o.adapted(&parts.headers));
-            // The leader takes this map; the others and the store copy the flight's.
-            let headers = weir_cache::with_served_room(std::mem::take(&mut parts.headers));
-            let fetched = Arc::new(FlightOutcome::Response(FetchedHead::new(
-                parts.status,
-                headers,
-                storing.then_some(policy.unstored_fields()),
-                outcome,
-                cache_status,
-                vary,
-            )));
+            // The leader takes this map; the others get the head the store will keep.
+            let shared = match storing {
+                true => Shared::As(StoredHead::new(&parts.headers, &policy)),
+                false => Shared::No,
+            };
+            let head = weir_cache::with_served_room(std::mem::take(&mut parts.headers));
+            let fetched = FetchedHead::new(parts.status, head, shared, outcome, cache_status, vary);
+            let fetched = Arc::new(FlightOutcome::Response(fetched));
             self.flight.set_head(fetched.clone());
             let body_hooks = self
                 .txn
@@ -349,7 +349,8 @@ impl Fetch {
             .txn
             .as_ref()
             .map(|t| t.txn.cache_overrides().tags.clone());
-        let object = CachedObject::new(status, &fetched.headers, body, policy)
+        let object = fetched
+            .object(status, body, policy)
             .with_tags(tags.unwrap_or_default())
             .with_adapted(adapted);
         self.engine
@@ -390,7 +391,7 @@ impl Fetch {
             .set_head(Arc::new(FlightOutcome::Response(FetchedHead::new(
                 parts.status,
                 parts.headers,
-                None,
+                Shared::No,
                 outcome,
                 cache_status,
                 None,
@@ -439,7 +440,7 @@ impl Fetch {
             .set_head(Arc::new(FlightOutcome::Response(FetchedHead::new(
                 object.status,
                 object.response_headers(now),
-                Some(&[]),
+                Shared::Copy,
                 outcome,
                 cache_status,
                 vary,
@@ -463,7 +464,7 @@ impl Fetch {
             .set_head(Arc::new(FlightOutcome::Response(FetchedHead::new(
                 reply.status,
                 headers,
-                None,
+                Shared::No,
                 CacheOutcome::Bypass,
                 HeaderValue::from_static("weir; detail=module"),
                 None,
