@@ -43,7 +43,8 @@ pub(crate) enum Shared {
 
 pub(crate) struct FetchedHead {
     pub(crate) status: StatusCode,
-    /// The fields for every reader but the leader, and for the cache.
+    /// The fields the flight's readers are sent (the leader takes `for_leader` when
+    /// there is one), and that the cache stores.
     pub(crate) headers: Arc<HeaderMap>,
     /// The fields the fill stores, when it stores them ([`Shared::As`]).
     pub(crate) stored: Option<weir_cache::StoredHead>,
