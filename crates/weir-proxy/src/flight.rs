@@ -43,15 +43,15 @@ pub(crate) enum Shared {
 
 pub(crate) struct FetchedHead {
     pub(crate) status: StatusCode,
-    /// The fields the flight's readers are sent (the leader takes `for_leader` when
-    /// there is one), and that the cache stores.
+    /// The fields the flight's other readers are sent, and that the cache stores;
+    /// empty when the head is not shared (the leader takes `for_leader`).
     pub(crate) headers: Arc<HeaderMap>,
     /// The fields the fill stores, when it stores them ([`Shared::As`]).
     pub(crate) stored: Option<weir_cache::StoredHead>,
     /// The origin's own map, for the client that leads the flight to take once
-    /// ([`FetchedHead::leader_headers`]) when the head is shared. A copy's field list
-    /// is exactly as long as its fields, and the `Cache-Status` every response gets
-    /// then reallocated it (about 1 KiB copied per miss); the origin's has room for it.
+    /// ([`FetchedHead::leader_headers`]). A copy's field list is exactly as long as
+    /// its fields, and the `Cache-Status` every response gets then reallocated it
+    /// (about 1 KiB copied per miss); the origin's has room for it.
     pub(crate) for_leader: std::sync::Mutex<Option<HeaderMap>>,
     /// May other clients be served from this fetch (it is being stored)?
     pub(crate) shareable: bool,
@@ -75,17 +75,19 @@ impl FetchedHead {
         cache_status: HeaderValue,
         vary: Option<(Vec<http::HeaderName>, CacheKey)>,
     ) -> FetchedHead {
-        let (view, stored, for_leader) = match shared {
-            Shared::No => (Arc::new(headers), None, None),
-            Shared::Copy => (Arc::new(headers.clone()), None, Some(headers)),
-            Shared::As(head) => (head.headers().clone(), Some(head), Some(headers)),
+        let shareable = !matches!(shared, Shared::No);
+        let (view, stored) = match shared {
+            // No other reader: the leader takes the map, and nothing is copied.
+            Shared::No => (Arc::default(), None),
+            Shared::Copy => (Arc::new(headers.clone()), None),
+            Shared::As(head) => (head.headers().clone(), Some(head)),
         };
         FetchedHead {
             status,
             headers: view,
             stored,
-            shareable: for_leader.is_some(),
-            for_leader: std::sync::Mutex::new(for_leader),
+            shareable,
+            for_leader: std::sync::Mutex::new(Some(headers)),
             outcome,
             cache_status,
             vary,
@@ -93,18 +95,18 @@ impl FetchedHead {
         }
     }
 
-    /// The object a fill stores: with the head its other readers were sent, when it
-    /// was made for the store ([`Shared::As`]), else a copy of `headers`.
+    /// The object a fill stores, with the head its other readers were sent; `None`
+    /// when the head was not made for the store ([`Shared::As`]).
     pub(crate) fn object(
         &self,
         status: StatusCode,
         body: weir_cache::Body,
         policy: weir_cache::StoragePolicy,
-    ) -> weir_cache::CachedObject {
-        match &self.stored {
-            Some(head) => weir_cache::CachedObject::with_head(status, head.clone(), body, policy),
-            None => weir_cache::CachedObject::new(status, &self.headers, body, policy),
-        }
+    ) -> Option<weir_cache::CachedObject> {
+        let head = self.stored.clone()?;
+        Some(weir_cache::CachedObject::with_head(
+            status, head, body, policy,
+        ))
     }
 
     /// The head's fields for the flight's leader: the origin's map the first time,

@@ -345,13 +345,12 @@ impl Fetch {
         else {
             return;
         };
-        let tags = self
-            .txn
-            .as_ref()
-            .map(|t| t.txn.cache_overrides().tags.clone());
-        let object = fetched
-            .object(status, body, policy)
-            .with_tags(tags.unwrap_or_default())
+        let Some(object) = fetched.object(status, body, policy) else {
+            return;
+        };
+        let tags = self.txn.as_ref().map(|t| &t.txn.cache_overrides().tags);
+        let object = object
+            .with_tags(tags.cloned().unwrap_or_default())
             .with_adapted(adapted);
         self.engine
             .cache
