@@ -32,6 +32,9 @@
 #                                       # instructions, 48 KiB data, a 2 MiB second
 #                                       # level); a memory tier larger than that level,
 #                                       # and runs long enough to fill it
+#   UNCACHEABLE=1 bench/miss-instructions.sh
+#                                       # the origin answers `Cache-Control: no-store`:
+#                                       # misses that pass through, not stored
 # CALLGRIND_OPTS adds options to callgrind's (for example --dump-instr=yes).
 # Needs valgrind and python3 (valgrind installed with apt-get when missing); builds
 # the release binary unless BUILD=0.
@@ -73,37 +76,42 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The origin answers any path with SIZE bytes that the proxy may cache.
+# The origin answers any path with SIZE bytes that the proxy may cache (or, with
+# UNCACHEABLE=1, may not).
 cat > "$TMP/origin.py" <<'PY'
 import http.server, sys
 body = b"x" * int(sys.argv[2])
+cache_control = sys.argv[3]
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def log_message(self, *a): pass
     def do_GET(self):
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "max-age=3600")
+        self.send_header("Cache-Control", cache_control)
         self.send_header("Content-Type", "text/plain")
         self.end_headers()
         self.wfile.write(body)
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 PY
 # The client: N sequential GETs of new URLs on one keep-alive connection; each must be
-# a miss that was stored.
+# a miss that was stored (with UNCACHEABLE=1: a miss).
 cat > "$TMP/client.py" <<'PY'
 import http.client, sys
 port, tag, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+stored = "" if len(sys.argv) > 4 and sys.argv[4] == "1" else "stored"
 c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 for i in range(n):
     c.request("GET", f"/{tag}/{i}")
     r = c.getresponse(); r.read()
     status = r.getheader("cache-status") or r.getheader("x-cache-status") or ""
-    if r.status != 200 or not ("fwd=miss" in status and "stored" in status or status == "MISS"):
+    if r.status != 200 or not ("fwd=miss" in status and stored in status or status == "MISS"):
         sys.exit(f"request {i}: status {r.status}, cache-status {status}")
 PY
 OPORT=$(pick_port); USED_PORTS+="$OPORT "
-python3 "$TMP/origin.py" "$OPORT" "$(size_bytes "$SIZE")" & PIDS+=($!)
+CACHE_CONTROL="max-age=3600"
+[ "${UNCACHEABLE:-0}" = 1 ] && CACHE_CONTROL="no-store"
+python3 "$TMP/origin.py" "$OPORT" "$(size_bytes "$SIZE")" "$CACHE_CONTROL" & PIDS+=($!)
 wait_ready origin "${PIDS[-1]}" "$OPORT"
 
 OPTS="${CALLGRIND_OPTS:-}"
@@ -134,7 +142,7 @@ instructions() {
         kill -0 "$pid" 2>/dev/null || die "$PROXY exited: $(tail -n 5 "$TMP/valgrind.$n.log")"
         sleep 0.1
     done
-    python3 "$TMP/client.py" "$port" "run$n" "$n" || die "client failed"
+    python3 "$TMP/client.py" "$port" "run$n" "$n" "${UNCACHEABLE:-0}" || die "client failed"
     kill -TERM "$pid"; wait "$pid" || true
     grep -m1 '^summary:\|^totals:' "$out" | awk '{print $2}'
 }
