@@ -40,8 +40,8 @@ impl StoredHead {
         })))
     }
 
-    /// The fields, shared.
-    pub fn headers(&self) -> &Arc<HeaderMap> {
+    /// The fields.
+    pub fn headers(&self) -> &HeaderMap {
         &self.0
     }
 }

@@ -281,11 +281,11 @@ async fn serve_flight(
     };
     if h.status == StatusCode::OK
         && h.shareable
-        && client_conditional_matches(&h.headers, conditions)
+        && client_conditional_matches(h.headers(), conditions)
     {
         let mut r = Response::new(ProxyBody::empty());
         *r.status_mut() = StatusCode::NOT_MODIFIED;
-        *r.headers_mut() = not_modified_from(&h.headers);
+        *r.headers_mut() = not_modified_from(h.headers());
         return Ok(served(r));
     }
     // The flight's trailers, if the origin sent any, follow its last chunk.
@@ -306,7 +306,7 @@ async fn serve_flight(
     let mut r = Response::new(ProxyBody::frames(Box::pin(stream)));
     *r.status_mut() = h.status;
     *r.headers_mut() = if follower {
-        HeaderMap::clone(&h.headers)
+        h.headers().clone()
     } else {
         h.leader_headers()
     };

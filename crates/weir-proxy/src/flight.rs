@@ -41,13 +41,17 @@ pub(crate) enum Shared {
     As(weir_cache::StoredHead),
 }
 
+/// What a flight's other readers are sent: their own copy (none when there are no
+/// others: an empty map, which allocates nothing), or the head the fill stores.
+enum ForOthers {
+    Copy(HeaderMap),
+    Stored(weir_cache::StoredHead),
+}
+
 pub(crate) struct FetchedHead {
     pub(crate) status: StatusCode,
-    /// The fields the flight's other readers are sent, and that the cache stores;
-    /// empty when the head is not shared (the leader takes `for_leader`).
-    pub(crate) headers: Arc<HeaderMap>,
-    /// The fields the fill stores, when it stores them ([`Shared::As`]).
-    pub(crate) stored: Option<weir_cache::StoredHead>,
+    /// The fields the flight's other readers are sent (see [`FetchedHead::headers`]).
+    for_others: ForOthers,
     /// The origin's own map, for the client that leads the flight to take once
     /// ([`FetchedHead::leader_headers`]). A copy's field list is exactly as long as
     /// its fields, and the `Cache-Status` every response gets then reallocated it
@@ -76,22 +80,30 @@ impl FetchedHead {
         vary: Option<(Vec<http::HeaderName>, CacheKey)>,
     ) -> FetchedHead {
         let shareable = !matches!(shared, Shared::No);
-        let (view, stored) = match shared {
+        let for_others = match shared {
             // No other reader: the leader takes the map, and nothing is copied.
-            Shared::No => (Arc::default(), None),
-            Shared::Copy => (Arc::new(headers.clone()), None),
-            Shared::As(head) => (head.headers().clone(), Some(head)),
+            Shared::No => ForOthers::Copy(HeaderMap::new()),
+            Shared::Copy => ForOthers::Copy(headers.clone()),
+            Shared::As(head) => ForOthers::Stored(head),
         };
         FetchedHead {
             status,
-            headers: view,
-            stored,
+            for_others,
             shareable,
             for_leader: std::sync::Mutex::new(Some(headers)),
             outcome,
             cache_status,
             vary,
             trailers: Default::default(),
+        }
+    }
+
+    /// The fields the flight's readers other than the leader are sent, and that the
+    /// fill stores; empty when the head is not shared.
+    pub(crate) fn headers(&self) -> &HeaderMap {
+        match &self.for_others {
+            ForOthers::Copy(headers) => headers,
+            ForOthers::Stored(head) => head.headers(),
         }
     }
 
@@ -103,7 +115,10 @@ impl FetchedHead {
         body: weir_cache::Body,
         policy: weir_cache::StoragePolicy,
     ) -> Option<weir_cache::CachedObject> {
-        let head = self.stored.clone()?;
+        let ForOthers::Stored(head) = &self.for_others else {
+            return None;
+        };
+        let head = head.clone();
         Some(weir_cache::CachedObject::with_head(
             status, head, body, policy,
         ))
@@ -117,6 +132,6 @@ impl FetchedHead {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        taken.unwrap_or_else(|| HeaderMap::clone(&self.headers))
+        taken.unwrap_or_else(|| self.headers().clone())
     }
 }

@@ -5,6 +5,20 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use crate::helpers::setup;
 
+/// `n` GETs of `url` sent at once, each on a task of its own; their responses.
+async fn concurrent_gets(client: &reqwest::Client, url: &str, n: usize) -> Vec<Fetched> {
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        let (client, url) = (client.clone(), url.to_string());
+        set.spawn(async move { get(&client, &url, &[]).await });
+    }
+    let mut results = Vec::new();
+    while let Some(r) = set.join_next().await {
+        results.push(r.expect("request task"));
+    }
+    results
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_misses_are_coalesced_into_one_origin_fetch() {
     let (origin, _proxy, client) = setup();
@@ -14,16 +28,7 @@ async fn concurrent_misses_are_coalesced_into_one_origin_fetch() {
             .cc("max-age=60")
             .delay(Duration::from_millis(300)),
     );
-    let url = origin.url("/popular");
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..20 {
-        let (client, url) = (client.clone(), url.clone());
-        set.spawn(async move { get(&client, &url, &[]).await });
-    }
-    let mut results = Vec::new();
-    while let Some(r) = set.join_next().await {
-        results.push(r.expect("request task"));
-    }
+    let results = concurrent_gets(&client, &origin.url("/popular"), 20).await;
     assert_eq!(
         origin.count("/popular"),
         1,
@@ -126,16 +131,9 @@ async fn joined_clients_do_not_get_the_fields_kept_from_reuse() {
             .header("x-kept", "k")
             .delay(Duration::from_millis(300)),
     );
-    let url = origin.url("/qualified");
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..10 {
-        let (client, url) = (client.clone(), url.clone());
-        set.spawn(async move { get(&client, &url, &[]).await });
-    }
     let mut with_fields = 0;
     let mut collapsed = 0;
-    while let Some(r) = set.join_next().await {
-        let r = r.expect("request task");
+    for r in concurrent_gets(&client, &origin.url("/qualified"), 10).await {
         assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "shared"));
         assert_eq!(r.header("x-kept").as_deref(), Some("k"));
         let cs = r.cache_status();
