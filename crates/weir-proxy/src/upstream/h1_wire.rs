@@ -20,6 +20,9 @@ use http::{Method, StatusCode, Uri, Version};
 pub(super) const MAX_HEAD: usize = 64 << 10;
 /// The most fields a response head may have.
 const MAX_FIELDS: usize = 100;
+
+/// A hop-by-hop field of HTTP/1.0 keep-alive, never relayed.
+const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 /// The fields of a response head whose places are noted on the stack (more are
 /// noted in a vector).
 const INLINE_FIELDS: usize = 24;
@@ -204,14 +207,27 @@ pub(super) fn parse_response(buf: &mut BytesMut) -> Result<Option<ResponseHead>,
                 _ => Err(()),
             };
         } else if name == header::CONNECTION {
+            let mut names_fields = false;
             for token in value.as_bytes().split(|&b| b == b',') {
                 let token = token.trim_ascii();
                 if token.eq_ignore_ascii_case(b"close") {
                     keep_alive = false;
-                } else if token.eq_ignore_ascii_case(b"keep-alive") && version == Version::HTTP_10 {
-                    keep_alive = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    keep_alive |= version == Version::HTTP_10;
+                } else {
+                    names_fields = true;
                 }
             }
+            // Read here and never relayed (hop-by-hop): only a field that names others
+            // is kept, for `headers::remove_hop_by_hop` to remove them with it. Left
+            // out, an origin's `Connection: keep-alive` costs a miss no hashed append
+            // now and no hashed removal later (about 300 instructions).
+            if !names_fields {
+                continue;
+            }
+        } else if name == KEEP_ALIVE {
+            // Hop-by-hop, and names no other field.
+            continue;
         }
         headers.append(name, value);
     }

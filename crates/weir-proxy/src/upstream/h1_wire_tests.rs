@@ -172,6 +172,25 @@ fn keep_alive_follows_the_version_and_connection_field() {
     assert!(alive(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n"));
 }
 
+#[test]
+fn connection_fields_that_name_no_other_field_are_left_out() {
+    let head = |b: &[u8]| parse(b).unwrap().unwrap();
+    let plain = head(b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nETag: \"a\"\r\n\r\n");
+    assert!(plain.keep_alive);
+    let names: Vec<_> = plain.headers.keys().map(|n| n.as_str()).collect();
+    assert_eq!(names, ["etag"], "read, and never relayed");
+    let closing = head(b"HTTP/1.0 200 OK\r\nConnection: close\r\n\r\n");
+    assert!(!closing.keep_alive && closing.headers.is_empty());
+    // One that names a field stays, for the hop-by-hop removal to take both.
+    let naming = head(b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\n\r\n");
+    assert!(!naming.keep_alive);
+    let kept: Vec<_> = naming.headers.get_all("connection").iter().collect();
+    assert_eq!(kept, ["close, X-Hop"]);
+    let mut relayed = naming.headers.clone();
+    crate::headers::remove_hop_by_hop(&mut relayed);
+    assert!(relayed.is_empty(), "{relayed:?}");
+}
+
 fn framing(method: Method, bytes: &[u8]) -> (Result<Framing, WireError>, ResponseHead) {
     let mut head = parse(bytes).unwrap().unwrap();
     (response_framing(&method, &mut head), head)
