@@ -11,6 +11,7 @@ use http::{header, request, response, HeaderMap, HeaderName, StatusCode};
 
 use crate::cache_control::{delta_seconds, directives, Directives};
 use crate::directives::{FieldScope, RequestDirectives, ResponseDirectives};
+use crate::head_fields::{RequestFields, ResponseFields};
 use crate::targeted::targeted_directives;
 
 /// What the operator decides about storing and freshness.
@@ -82,23 +83,27 @@ pub fn assess(
     options: &PolicyOptions<'_>,
 ) -> Assessment {
     let headers = &response.headers;
-    let targeted = targeted_directives(headers, options.targeted_fields);
+    let fields = ResponseFields::of(headers, options.targeted_fields);
+    let targeted = match fields.targeted {
+        true => targeted_directives(headers, options.targeted_fields),
+        false => None,
+    };
     let cc = match &targeted {
         Some(ds) => ResponseDirectives::read(ds.iter().cloned()),
-        None => ResponseDirectives::read(directives(headers)),
+        None => response_directives(&fields, headers),
     };
-    let date = response_date(headers);
-    let explicit = explicit_lifetime(&cc, headers, targeted.is_some(), date, response_time);
+    let date = fields.date.and_then(date_value);
+    let explicit = explicit_lifetime(&cc, &fields, targeted.is_some(), date, response_time);
     let status = response.status;
     let heuristic_status = HEURISTIC_STATUSES.contains(&status.as_u16());
     let lifetime = match explicit {
         Some(l) => l,
         None if heuristic_status || cc.public => {
-            heuristic(headers, date.unwrap_or(response_time), &options.heuristic)
+            heuristic(&fields, date.unwrap_or(response_time), &options.heuristic)
         }
         None => Duration::ZERO,
     };
-    let storable = storable(request, response, &cc, explicit.is_some(), options);
+    let storable = storable(request, response, &cc, &fields, explicit.is_some(), options);
     let mut unstored_fields = Vec::new();
     for scope in [&cc.private, &cc.no_cache] {
         if let FieldScope::Fields(names) = scope {
@@ -108,12 +113,22 @@ pub fn assess(
     Assessment {
         storable,
         lifetime,
-        initial_age: initial_age(headers, date, response_time),
+        initial_age: initial_age(&fields, date, response_time),
         validate_always: cc.no_cache.is_whole(),
         forbids_stale: cc.forbids_stale(),
         unstored_fields,
-        has_validator: headers.contains_key(header::ETAG)
-            || headers.contains_key(header::LAST_MODIFIED),
+        has_validator: fields.etag || fields.last_modified.is_some(),
+    }
+}
+
+/// The response's `Cache-Control` directives: from the one line the pass found, or
+/// from every line when it has more.
+fn response_directives(fields: &ResponseFields<'_>, headers: &HeaderMap) -> ResponseDirectives {
+    match fields.more_cache_control {
+        false => {
+            ResponseDirectives::read(fields.cache_control.into_iter().flat_map(Directives::of))
+        }
+        true => ResponseDirectives::read(directives(headers)),
     }
 }
 
@@ -121,13 +136,17 @@ pub fn assess(
 /// `Expires`, or the targeted field this cache obeys), as a POST response must to
 /// answer later GETs (RFC 9110 §9.3.3).
 pub fn has_explicit_freshness(headers: &HeaderMap, options: &PolicyOptions<'_>) -> bool {
-    let targeted = targeted_directives(headers, options.targeted_fields);
+    let fields = ResponseFields::of(headers, options.targeted_fields);
+    let targeted = match fields.targeted {
+        true => targeted_directives(headers, options.targeted_fields),
+        false => None,
+    };
     let cc = match &targeted {
         Some(ds) => ResponseDirectives::read(ds.iter().cloned()),
-        None => ResponseDirectives::read(directives(headers)),
+        None => response_directives(&fields, headers),
     };
     let now = SystemTime::now();
-    explicit_lifetime(&cc, headers, targeted.is_some(), None, now).is_some()
+    explicit_lifetime(&cc, &fields, targeted.is_some(), None, now).is_some()
 }
 
 /// RFC 9111 §3 for a shared cache, with §5.2.2.3 (`must-understand`) and the
@@ -136,6 +155,7 @@ fn storable(
     request: &request::Parts,
     response: &response::Parts,
     cc: &ResponseDirectives,
+    fields: &ResponseFields<'_>,
     explicit: bool,
     options: &PolicyOptions<'_>,
 ) -> bool {
@@ -147,7 +167,8 @@ fn storable(
     {
         return false;
     }
-    if request_directives(&request.headers).no_store {
+    let asked = RequestFields::of(&request.headers);
+    if (asked.cache_control || asked.pragma) && request_directives(&request.headers).no_store {
         return false;
     }
     if cc.must_understand {
@@ -160,12 +181,10 @@ fn storable(
     if cc.private.is_whole() {
         return false;
     }
-    if request.headers.contains_key(header::AUTHORIZATION)
-        && !(cc.public || cc.must_revalidate || cc.s_maxage.is_some())
-    {
+    if asked.authorization && !(cc.public || cc.must_revalidate || cc.s_maxage.is_some()) {
         return false;
     }
-    if options.refuse_set_cookie && response.headers.contains_key(header::SET_COOKIE) {
+    if options.refuse_set_cookie && fields.set_cookie {
         return false;
     }
     explicit || cc.public || HEURISTIC_STATUSES.contains(&status.as_u16())
@@ -184,7 +203,7 @@ fn understood(status: StatusCode) -> bool {
 /// freshness directive.
 fn explicit_lifetime(
     cc: &ResponseDirectives,
-    headers: &HeaderMap,
+    fields: &ResponseFields<'_>,
     targeted: bool,
     date: Option<SystemTime>,
     response_time: SystemTime,
@@ -199,7 +218,7 @@ fn explicit_lifetime(
         // A targeted field replaces `Expires` too (RFC 9213 §2.2).
         return None;
     }
-    match http_date(headers, header::EXPIRES)? {
+    match parse_date(fields.expires?) {
         Some(expires) => Some(
             expires
                 .duration_since(date.unwrap_or(response_time))
@@ -210,8 +229,8 @@ fn explicit_lifetime(
 }
 
 /// §4.2.2: a fraction of the time since `Last-Modified`, within the rule's bounds.
-fn heuristic(headers: &HeaderMap, date: SystemTime, rule: &Heuristic) -> Duration {
-    let from_modified = match http_date(headers, header::LAST_MODIFIED).flatten() {
+fn heuristic(fields: &ResponseFields<'_>, date: SystemTime, rule: &Heuristic) -> Duration {
+    let from_modified = match fields.last_modified.and_then(parse_date) {
         Some(modified) => date
             .duration_since(modified)
             .unwrap_or_default()
@@ -224,15 +243,15 @@ fn heuristic(headers: &HeaderMap, date: SystemTime, rule: &Heuristic) -> Duratio
 /// §4.2.3 with the request time unknown (taken as the response time): the larger of
 /// the apparent age and the `Age` the response carries (its first value, §5.1).
 fn initial_age(
-    headers: &HeaderMap,
+    fields: &ResponseFields<'_>,
     date: Option<SystemTime>,
     response_time: SystemTime,
 ) -> Duration {
     let apparent = date
         .and_then(|d| response_time.duration_since(d).ok())
         .unwrap_or_default();
-    let age = headers
-        .get(header::AGE)
+    let age = fields
+        .age
         .and_then(|v| v.to_str().ok())
         .and_then(|s| s.split(',').next())
         .and_then(|s| delta_seconds(s.trim()))
@@ -241,11 +260,16 @@ fn initial_age(
     apparent.max(age)
 }
 
-/// The response's `Date`, parsed (`None` when absent or not a valid HTTP-date). The
-/// last one parsed on this thread is remembered: an origin's responses within one
-/// second carry the same text, and parsing it cost a miss about 650 instructions.
+/// The response's `Date`, parsed (`None` when absent or not a valid HTTP-date).
+#[cfg(test)]
 fn response_date(headers: &HeaderMap) -> Option<SystemTime> {
-    let value = headers.get(header::DATE)?;
+    date_value(headers.get(header::DATE)?)
+}
+
+/// A `Date` value, parsed (`None` when not a valid HTTP-date). The last one parsed on
+/// this thread is remembered: an origin's responses within one second carry the same
+/// text, and parsing it cost a miss about 650 instructions.
+fn date_value(value: &http::HeaderValue) -> Option<SystemTime> {
     let bytes = value.as_bytes();
     if bytes.len() > LastDate::LONGEST {
         return parse_date(value);
@@ -286,12 +310,6 @@ fn parse_date(value: &http::HeaderValue) -> Option<SystemTime> {
         .to_str()
         .ok()
         .and_then(|s| httpdate::parse_http_date(s.trim()).ok())
-}
-
-/// A date field's first line: `None` when absent, `Some(None)` when not a valid
-/// HTTP-date (IMF-fixdate, RFC 850 or asctime; RFC 9110 §5.6.7).
-fn http_date(headers: &HeaderMap, name: HeaderName) -> Option<Option<SystemTime>> {
-    Some(parse_date(headers.get(name)?))
 }
 
 /// A request's directives; `Pragma: no-cache` counts as `no-cache` when the request has

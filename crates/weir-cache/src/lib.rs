@@ -21,6 +21,7 @@ mod disk;
 mod file_read;
 pub mod freshness;
 pub mod groups;
+mod head_fields;
 mod invalidation;
 mod key;
 mod lock;
