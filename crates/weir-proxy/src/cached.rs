@@ -19,6 +19,7 @@ use crate::engine::Engine;
 use crate::error::{ProxyError, ONLY_IF_CACHED};
 use crate::flight::{FlightHead, FlightOutcome};
 use crate::forward::{forward_hooked, logged_origin, upstream_request};
+use crate::headers::CacheFields;
 use crate::hooks;
 use crate::metrics::CacheOutcome;
 use crate::modules::txn::ModTxn;
@@ -41,9 +42,12 @@ pub(crate) use post::store_post_response;
 
 /// GET and HEAD requests that may be answered from the cache.
 pub(crate) fn is_cache_candidate(parts: &request::Parts) -> bool {
-    (parts.method == Method::GET || parts.method == Method::HEAD)
-        && !parts.headers.contains_key(header::RANGE)
-        && !request_directive(&parts.headers, "no-store")
+    if parts.method != Method::GET && parts.method != Method::HEAD {
+        return false;
+    }
+    let asked = CacheFields::of(&parts.headers);
+    let no_store = asked.cache_control && request_directive(&parts.headers, "no-store");
+    !asked.range && !no_store
 }
 
 fn request_directive(headers: &HeaderMap, name: &str) -> bool {
@@ -53,7 +57,7 @@ fn request_directive(headers: &HeaderMap, name: &str) -> bool {
 /// A request the cache cannot answer that says `only-if-cached` gets 504 (RFC 9111
 /// §5.2.1.7) instead of going to the origin.
 pub(crate) fn refuse_if_only_cached(headers: &HeaderMap) -> Result<(), ProxyError> {
-    if !request_directive(headers, "only-if-cached") {
+    if !CacheFields::of(headers).cache_control || !request_directive(headers, "only-if-cached") {
         return Ok(());
     }
     Err(ProxyError {
@@ -68,7 +72,8 @@ pub(crate) fn refuse_if_only_cached(headers: &HeaderMap) -> Result<(), ProxyErro
 
 /// `Cache-Control: no-cache`, or `Pragma: no-cache` without `Cache-Control`.
 fn request_no_cache(headers: &HeaderMap) -> bool {
-    (headers.contains_key(header::CACHE_CONTROL) || headers.contains_key(header::PRAGMA))
+    let asked = CacheFields::of(headers);
+    (asked.cache_control || asked.pragma)
         && weir_cache::freshness::request_directives(headers).no_cache
 }
 
@@ -317,6 +322,9 @@ async fn serve_flight(
 /// requests have none, and the copy then allocates nothing).
 fn client_conditions(request: &HeaderMap) -> HeaderMap {
     let mut conditions = HeaderMap::new();
+    if !CacheFields::of(request).conditions {
+        return conditions;
+    }
     for name in weir_cache::conditional::CONDITION_FIELDS {
         if let Some(value) = request.get(&name) {
             conditions.insert(name, value.clone());
