@@ -84,16 +84,9 @@ pub fn assess(
 ) -> Assessment {
     let headers = &response.headers;
     let fields = ResponseFields::of(headers, options.targeted_fields);
-    let targeted = match fields.targeted {
-        true => targeted_directives(headers, options.targeted_fields),
-        false => None,
-    };
-    let cc = match &targeted {
-        Some(ds) => ResponseDirectives::read(ds.iter().cloned()),
-        None => response_directives(&fields, headers),
-    };
+    let (cc, targeted) = response_directives(&fields, headers, options);
     let date = fields.date.and_then(date_value);
-    let explicit = explicit_lifetime(&cc, &fields, targeted.is_some(), date, response_time);
+    let explicit = explicit_lifetime(&cc, &fields, targeted, date, response_time);
     let status = response.status;
     let heuristic_status = HEURISTIC_STATUSES.contains(&status.as_u16());
     let lifetime = match explicit {
@@ -121,15 +114,28 @@ pub fn assess(
     }
 }
 
-/// The response's `Cache-Control` directives: from the one line the pass found, or
-/// from every line when it has more.
-fn response_directives(fields: &ResponseFields<'_>, headers: &HeaderMap) -> ResponseDirectives {
-    match fields.more_cache_control {
+/// The response's directives, and whether they are a targeted field's: those of the
+/// first targeted field this cache obeys that the response has, else its
+/// `Cache-Control` (from the one line the pass found, or every line when it has more).
+fn response_directives(
+    fields: &ResponseFields<'_>,
+    headers: &HeaderMap,
+    options: &PolicyOptions<'_>,
+) -> (ResponseDirectives, bool) {
+    let targeted = match fields.targeted {
+        true => targeted_directives(headers, options.targeted_fields),
+        false => None,
+    };
+    if let Some(ds) = targeted {
+        return (ResponseDirectives::read(ds.iter().cloned()), true);
+    }
+    let cc = match fields.more_cache_control {
         false => {
             ResponseDirectives::read(fields.cache_control.into_iter().flat_map(Directives::of))
         }
         true => ResponseDirectives::read(directives(headers)),
-    }
+    };
+    (cc, false)
 }
 
 /// Whether a response gives its freshness explicitly (`s-maxage`, `max-age` or
@@ -137,16 +143,9 @@ fn response_directives(fields: &ResponseFields<'_>, headers: &HeaderMap) -> Resp
 /// answer later GETs (RFC 9110 §9.3.3).
 pub fn has_explicit_freshness(headers: &HeaderMap, options: &PolicyOptions<'_>) -> bool {
     let fields = ResponseFields::of(headers, options.targeted_fields);
-    let targeted = match fields.targeted {
-        true => targeted_directives(headers, options.targeted_fields),
-        false => None,
-    };
-    let cc = match &targeted {
-        Some(ds) => ResponseDirectives::read(ds.iter().cloned()),
-        None => response_directives(&fields, headers),
-    };
+    let (cc, targeted) = response_directives(&fields, headers, options);
     let now = SystemTime::now();
-    explicit_lifetime(&cc, &fields, targeted.is_some(), None, now).is_some()
+    explicit_lifetime(&cc, &fields, targeted, None, now).is_some()
 }
 
 /// RFC 9111 §3 for a shared cache, with §5.2.2.3 (`must-understand`) and the

@@ -50,6 +50,7 @@ pub use coalesce::{Coalescer, Flight, FlightReader, Join, Sharing};
 pub use compact::with_served_room;
 pub use disk::{DiskSettings, DiskStats};
 pub use freshness::{Heuristic, PolicyOptions};
+pub use head_fields::RequestFields;
 pub use invalidation::{Invalidation, Ticket, RETAIN_AT_MOST, RETAIN_FOR};
 pub use key::CacheKey;
 pub use object::{CachedObject, StoredHead};

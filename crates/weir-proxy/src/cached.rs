@@ -11,7 +11,8 @@ use http::{request, Method, Response, StatusCode};
 use http_body::Frame;
 use weir_cache::groups::{group_names, CACHE_GROUP_INVALIDATION};
 use weir_cache::{
-    CacheKey, CachedObject, FlightReader, Invalidation, Join, Lookup, Sharing, StaleUse,
+    CacheKey, CachedObject, FlightReader, Invalidation, Join, Lookup, RequestFields, Sharing,
+    StaleUse,
 };
 
 use crate::body::{ProxyBody, RequestBody};
@@ -19,7 +20,6 @@ use crate::engine::Engine;
 use crate::error::{ProxyError, ONLY_IF_CACHED};
 use crate::flight::{FlightHead, FlightOutcome};
 use crate::forward::{forward_hooked, logged_origin, upstream_request};
-use crate::headers::CacheFields;
 use crate::hooks;
 use crate::metrics::CacheOutcome;
 use crate::modules::txn::ModTxn;
@@ -45,7 +45,7 @@ pub(crate) fn is_cache_candidate(parts: &request::Parts) -> bool {
     if parts.method != Method::GET && parts.method != Method::HEAD {
         return false;
     }
-    let asked = CacheFields::of(&parts.headers);
+    let asked = RequestFields::of(&parts.headers);
     let no_store = asked.cache_control && request_directive(&parts.headers, "no-store");
     !asked.range && !no_store
 }
@@ -57,7 +57,7 @@ fn request_directive(headers: &HeaderMap, name: &str) -> bool {
 /// A request the cache cannot answer that says `only-if-cached` gets 504 (RFC 9111
 /// §5.2.1.7) instead of going to the origin.
 pub(crate) fn refuse_if_only_cached(headers: &HeaderMap) -> Result<(), ProxyError> {
-    if !CacheFields::of(headers).cache_control || !request_directive(headers, "only-if-cached") {
+    if !RequestFields::of(headers).cache_control || !request_directive(headers, "only-if-cached") {
         return Ok(());
     }
     Err(ProxyError {
@@ -72,7 +72,7 @@ pub(crate) fn refuse_if_only_cached(headers: &HeaderMap) -> Result<(), ProxyErro
 
 /// `Cache-Control: no-cache`, or `Pragma: no-cache` without `Cache-Control`.
 fn request_no_cache(headers: &HeaderMap) -> bool {
-    let asked = CacheFields::of(headers);
+    let asked = RequestFields::of(headers);
     (asked.cache_control || asked.pragma)
         && weir_cache::freshness::request_directives(headers).no_cache
 }
@@ -322,7 +322,7 @@ async fn serve_flight(
 /// requests have none, and the copy then allocates nothing).
 fn client_conditions(request: &HeaderMap) -> HeaderMap {
     let mut conditions = HeaderMap::new();
-    if !CacheFields::of(request).conditions {
+    if !RequestFields::of(request).conditions {
         return conditions;
     }
     for name in weir_cache::conditional::CONDITION_FIELDS {

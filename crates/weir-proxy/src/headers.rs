@@ -259,52 +259,9 @@ impl FieldScan {
     }
 }
 
-/// What a request says to the cache, found in one pass over its names (standard names
-/// compare as small integers). Most requests carry none of these fields, and looking
-/// each up hashed its name: about 90 instructions a lookup, several per transaction.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct CacheFields {
-    pub range: bool,
-    pub cache_control: bool,
-    pub pragma: bool,
-    /// `If-None-Match` or `If-Modified-Since`.
-    pub conditions: bool,
-}
-
-impl CacheFields {
-    pub fn of(headers: &HeaderMap) -> CacheFields {
-        let mut fields = CacheFields::default();
-        for name in headers.keys() {
-            match *name {
-                header::RANGE => fields.range = true,
-                header::CACHE_CONTROL => fields.cache_control = true,
-                header::PRAGMA => fields.pragma = true,
-                header::IF_NONE_MATCH | header::IF_MODIFIED_SINCE => fields.conditions = true,
-                _ => {}
-            }
-        }
-        fields
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cache_fields_are_found_in_one_pass() {
-        let mut h = HeaderMap::new();
-        h.insert(header::HOST, HeaderValue::from_static("a"));
-        assert_eq!(CacheFields::of(&h), CacheFields::default());
-        h.insert(header::IF_MODIFIED_SINCE, HeaderValue::from_static("x"));
-        h.insert(header::PRAGMA, HeaderValue::from_static("no-cache"));
-        let f = CacheFields::of(&h);
-        assert!(f.conditions && f.pragma && !f.cache_control && !f.range);
-        h.insert(header::RANGE, HeaderValue::from_static("bytes=0-1"));
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        let f = CacheFields::of(&h);
-        assert!(f.range && f.cache_control);
-    }
 
     #[test]
     fn content_length_reads_digits_lists_and_refuses_the_rest() {
