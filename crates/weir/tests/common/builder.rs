@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use super::process::{free_port, temp_dir};
-use super::proxy::Proxy;
+use super::proxy::{Launch, Proxy};
 
 struct ListenerSpec {
     mode: &'static str,
@@ -157,11 +157,16 @@ impl ProxyBuilder {
     /// Writes the configuration, starts `weir run --config`, and waits until every
     /// listener accepts connections.
     pub fn start(self) -> Proxy {
+        Proxy::start_on_free_ports(|| self.launch())
+    }
+
+    /// The configuration written on ports found free now.
+    fn launch(&self) -> Launch {
         let dir = temp_dir("proxy");
         let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let mut addrs = Vec::new();
         let mut text = String::new();
-        let mut sections = self.sections;
+        let mut sections = self.sections.clone();
         let log = sections.entry("log".into()).or_default();
         if let Some(format) = self.access_log {
             let path = dir.join("access.log");
@@ -224,6 +229,12 @@ impl ProxyBuilder {
             .and_then(|(_, v)| v.trim_matches('"').parse().ok());
         let config = dir.join("weir.toml");
         std::fs::write(&config, &text).expect("write the configuration");
-        Proxy::spawn(dir, config, text, addrs, admin)
+        Launch {
+            dir,
+            config,
+            text,
+            listeners: addrs,
+            admin,
+        }
     }
 }

@@ -5,12 +5,16 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use super::process::{free_port, run_weir, temp_dir};
-use super::proxy::Proxy;
+use super::proxy::{Launch, Proxy};
 
 /// Starts `weir` with one reverse listener to `origin` (e.g. `http://127.0.0.1:8081`),
 /// an admin listener, no access log, and `modules` appended as written: the
 /// `[[module]]` sections, e.g. `"[[module]]\nname = \"add-headers\"\n"`.
 pub fn reverse_with_modules(origin: &str, modules: &str) -> Proxy {
+    Proxy::start_on_free_ports(|| reverse_launch(origin, modules))
+}
+
+fn reverse_launch(origin: &str, modules: &str) -> Launch {
     let dir = temp_dir("modules");
     let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -20,7 +24,13 @@ pub fn reverse_with_modules(origin: &str, modules: &str) -> Proxy {
     );
     let config = dir.join("weir.toml");
     std::fs::write(&config, &text).expect("write the configuration");
-    Proxy::spawn(dir, config, text, vec![("reverse", addr)], Some(admin))
+    Launch {
+        dir,
+        config,
+        text,
+        listeners: vec![("reverse", addr)],
+        admin: Some(admin),
+    }
 }
 
 /// Writes `text` as `name` in `dir` (for `weir check`), returning its path.
@@ -34,6 +44,10 @@ pub fn write_config(dir: &Path, name: &str, text: &str) -> PathBuf {
 /// listener, the access log in `access.log` (Squid format), and `modules` appended
 /// as written.
 pub fn forward_and_reverse_with_modules(origin: &str, modules: &str) -> Proxy {
+    Proxy::start_on_free_ports(|| forward_and_reverse_launch(origin, modules))
+}
+
+fn forward_and_reverse_launch(origin: &str, modules: &str) -> Launch {
     let dir = temp_dir("modules");
     let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let forward: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -48,13 +62,13 @@ pub fn forward_and_reverse_with_modules(origin: &str, modules: &str) -> Proxy {
     );
     let config = dir.join("weir.toml");
     std::fs::write(&config, &text).expect("write the configuration");
-    Proxy::spawn(
+    Launch {
         dir,
         config,
         text,
-        vec![("forward", forward), ("reverse", reverse)],
-        Some(admin),
-    )
+        listeners: vec![("forward", forward), ("reverse", reverse)],
+        admin: Some(admin),
+    }
 }
 
 /// `weir check` on a file of one forward listener and `module` (its `[[module]]`

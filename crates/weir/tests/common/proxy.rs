@@ -10,6 +10,16 @@ use super::client::metric;
 use super::process::{proc_status_kib, send_signal, START_TIMEOUT, WEIR};
 use super::raw::{RawConn, RawResponse};
 
+/// What a test starts `weir` on: its directory, the configuration's file and text,
+/// the listeners to wait for (by mode) and the admin listener.
+pub(super) struct Launch {
+    pub dir: PathBuf,
+    pub config: PathBuf,
+    pub text: String,
+    pub listeners: Vec<(&'static str, SocketAddr)>,
+    pub admin: Option<SocketAddr>,
+}
+
 /// A running `weir`, killed on drop. When the test panics, its configuration and
 /// stderr are printed and its directory is kept.
 pub struct Proxy {
@@ -27,13 +37,30 @@ impl Proxy {
     /// until every listener accepts connections. The constructors that build a
     /// configuration (`Proxy::builder`, `Proxy::forward`, `Proxy::reverse`) are in
     /// `builder.rs`, which looks down on this file.
-    pub(super) fn spawn(
-        dir: PathBuf,
-        config: PathBuf,
-        config_text: String,
-        listeners: Vec<(&'static str, SocketAddr)>,
-        admin: Option<SocketAddr>,
-    ) -> Proxy {
+    /// Starts `weir` on what `make` writes (see [`Launch`]), each time on ports found
+    /// free just before: a port `free_port` released can be taken by another test's
+    /// server before `weir` binds it, and `weir` then stops at start-up; it is started
+    /// again on other ports, up to four times.
+    pub(super) fn start_on_free_ports(mut make: impl FnMut() -> Launch) -> Proxy {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match Proxy::spawn(make()) {
+                Ok(proxy) => return proxy,
+                Err(e) if tries < 4 && e.contains("Address already in use") => continue,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    fn spawn(launch: Launch) -> Result<Proxy, String> {
+        let Launch {
+            dir,
+            config,
+            text: config_text,
+            listeners,
+            admin,
+        } = launch;
         let stdout = File::create(dir.join("stdout.log")).unwrap();
         let stderr = File::create(dir.join("stderr.log")).unwrap();
         let child = Command::new(WEIR)
@@ -65,11 +92,12 @@ impl Proxy {
         for addr in addrs {
             loop {
                 if let Some(status) = proxy.child.try_wait().unwrap() {
-                    panic!(
+                    proxy.exit = Some(status);
+                    return Err(format!(
                         "weir exited during start-up ({status}); config:\n{}\nstderr:\n{}",
                         proxy.config_text,
                         proxy.stderr_text()
-                    );
+                    ));
                 }
                 if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
                     break;
@@ -96,7 +124,7 @@ impl Proxy {
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
-        proxy
+        Ok(proxy)
     }
 
     /// The first listener of this mode.

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 
 use super::process::{free_port, temp_dir};
-use super::proxy::Proxy;
+use super::proxy::{Launch, Proxy};
 
 /// A running `weir` and the fixed part of its configuration file.
 pub struct Reloadable {
@@ -22,6 +22,17 @@ impl Reloadable {
     /// Starts `weir` on the fixed part followed by `tail` (e.g. `[[module]]` sections).
     /// `log` is the value of `[log] access` (`"off"`, or a file).
     pub fn start(origin: &str, log: &str, tail: &str) -> Reloadable {
+        let mut head = String::new();
+        let proxy = Proxy::start_on_free_ports(|| {
+            let launch = Reloadable::launch(origin, log, tail);
+            head = launch.1;
+            launch.0
+        });
+        Reloadable { proxy, head }
+    }
+
+    /// The configuration written on ports found free now, and its fixed part.
+    fn launch(origin: &str, log: &str, tail: &str) -> (Launch, String) {
         let dir = temp_dir("reload");
         let (admin, reverse, forward) = (loopback(), loopback(), loopback());
         let head = format!(
@@ -33,8 +44,14 @@ impl Reloadable {
         let config = dir.join("weir.toml");
         std::fs::write(&config, &text).expect("write the configuration");
         let listeners = vec![("reverse", reverse), ("forward", forward)];
-        let proxy = Proxy::spawn(dir, config, text, listeners, Some(admin));
-        Reloadable { proxy, head }
+        let launch = Launch {
+            dir,
+            config,
+            text,
+            listeners,
+            admin: Some(admin),
+        };
+        (launch, head)
     }
 
     /// Replaces the file with the fixed part followed by `tail`.
