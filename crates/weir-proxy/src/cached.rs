@@ -40,12 +40,12 @@ use hit::{serve_object, HIT};
 use post::same_origin_path;
 pub(crate) use post::store_post_response;
 
-/// GET and HEAD requests that may be answered from the cache.
-pub(crate) fn is_cache_candidate(parts: &request::Parts) -> bool {
+/// GET and HEAD requests that may be answered from the cache; `asked`: the cache
+/// fields of `parts` (found once per request, and handed to [`serve`]).
+pub(crate) fn is_cache_candidate(parts: &request::Parts, asked: RequestFields) -> bool {
     if parts.method != Method::GET && parts.method != Method::HEAD {
         return false;
     }
-    let asked = RequestFields::of(&parts.headers);
     let no_store = asked.cache_control && request_directive(&parts.headers, "no-store");
     !asked.range && !no_store
 }
@@ -56,8 +56,11 @@ fn request_directive(headers: &HeaderMap, name: &str) -> bool {
 
 /// A request the cache cannot answer that says `only-if-cached` gets 504 (RFC 9111
 /// §5.2.1.7) instead of going to the origin.
-pub(crate) fn refuse_if_only_cached(headers: &HeaderMap) -> Result<(), ProxyError> {
-    if !RequestFields::of(headers).cache_control || !request_directive(headers, "only-if-cached") {
+pub(crate) fn refuse_if_only_cached(
+    headers: &HeaderMap,
+    asked: RequestFields,
+) -> Result<(), ProxyError> {
+    if !asked.cache_control || !request_directive(headers, "only-if-cached") {
         return Ok(());
     }
     Err(ProxyError {
@@ -71,8 +74,7 @@ pub(crate) fn refuse_if_only_cached(headers: &HeaderMap) -> Result<(), ProxyErro
 }
 
 /// `Cache-Control: no-cache`, or `Pragma: no-cache` without `Cache-Control`.
-fn request_no_cache(headers: &HeaderMap) -> bool {
-    let asked = RequestFields::of(headers);
+fn request_no_cache(headers: &HeaderMap, asked: RequestFields) -> bool {
     (asked.cache_control || asked.pragma)
         && weir_cache::freshness::request_directives(headers).no_cache
 }
@@ -105,6 +107,7 @@ pub(crate) async fn serve(
     parts: request::Parts,
     target: Target,
     txn: &mut Option<ModTxn>,
+    asked: RequestFields,
 ) -> Result<Served, ProxyError> {
     let key = key_for(&target, txn);
     // Before the lookup: a stale copy read now must not outlive an invalidation either.
@@ -164,7 +167,7 @@ pub(crate) async fn serve(
         Lookup::Miss => None,
     };
     // Only a request that cannot be answered from a fresh copy needs this directive.
-    refuse_if_only_cached(&parts.headers)?;
+    refuse_if_only_cached(&parts.headers, asked)?;
     if parts.method == Method::HEAD {
         // HEAD responses are not stored; forward it as it is.
         let req = upstream_request(&parts, &target, RequestBody::Empty, false);
@@ -191,7 +194,7 @@ pub(crate) async fn serve(
     // (RFC 9111 §5.2.1.4), never by one already in flight.
     let sharing = if !engine.cache.settings().collapse {
         Sharing::Alone
-    } else if request_no_cache(&parts.headers) {
+    } else if request_no_cache(&parts.headers, asked) {
         Sharing::After
     } else {
         Sharing::Any
@@ -206,7 +209,7 @@ pub(crate) async fn serve(
                 ticket,
             };
             // The fill keeps the request; serving the flight needs only its conditions.
-            let conditions = client_conditions(&parts.headers);
+            let conditions = client_conditions(&parts.headers, asked);
             let upstream = logged_origin(engine, &target);
             start_fetch(engine, fill, parts, &target, txn, true);
             serve_flight(reader, &conditions, upstream, false).await
@@ -320,9 +323,9 @@ async fn serve_flight(
 
 /// The fields of a request that `client_conditional_matches` reads, copied (most
 /// requests have none, and the copy then allocates nothing).
-fn client_conditions(request: &HeaderMap) -> HeaderMap {
+fn client_conditions(request: &HeaderMap, asked: RequestFields) -> HeaderMap {
     let mut conditions = HeaderMap::new();
-    if !RequestFields::of(request).conditions {
+    if !asked.conditions {
         return conditions;
     }
     for name in weir_cache::conditional::CONDITION_FIELDS {

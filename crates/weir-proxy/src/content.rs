@@ -134,7 +134,8 @@ impl EngineContent {
         if let Some((name, value)) = extra {
             parts.headers.insert(name, value);
         }
-        let served = crate::cached::serve(engine, parts, target, &mut None)
+        let asked = weir_cache::RequestFields::of(&parts.headers);
+        let served = crate::cached::serve(engine, parts, target, &mut None, asked)
             .await
             .map_err(|e| ContentError::Origin(format!("{} {}", e.status.as_u16(), e.reason)))?;
         let status = served.response.status();

@@ -263,9 +263,11 @@ fn transact<'a>(
             MaxForwards::Absent | MaxForwards::Decremented => {}
         }
         let skip_cache = txn.as_ref().is_some_and(|t| t.txn.cache_overrides().skip);
-        if !skip_cache && crate::cached::is_cache_candidate(&parts) {
+        // What the request says to the cache, read once for every step that asks.
+        let asked = weir_cache::RequestFields::of(&parts.headers);
+        if !skip_cache && crate::cached::is_cache_candidate(&parts, asked) {
             drop(body);
-            return crate::cached::serve(engine, parts, target, txn).await;
+            return crate::cached::serve(engine, parts, target, txn, asked).await;
         }
         // A range miss is forwarded with its Range; its key is kept to fill the cache after,
         // with a ticket taken before the origin is asked (no resurrection by its part).
@@ -278,7 +280,7 @@ fn transact<'a>(
             {
                 return Ok(served);
             }
-            crate::cached::refuse_if_only_cached(&parts.headers)?;
+            crate::cached::refuse_if_only_cached(&parts.headers, asked)?;
             range_miss = Some((key, ticket));
         }
         let body = match body {
