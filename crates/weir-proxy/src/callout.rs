@@ -60,7 +60,7 @@ pub(crate) async fn call(
     let exchange = async {
         let response = engine
             .upstream
-            .send(&origin, Request::from_parts(parts, body), None)
+            .send(&origin, Request::from_parts(parts, body).into(), None)
             .await
             .map_err(|e| ContentError::Origin(format!("{e:?}")))?;
         let (head, mut body) = response.into_parts();

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use http::header::{self, HeaderName, HeaderValue};
+use http::header::{self, HeaderValue};
 use http::{request, Request, Response, StatusCode};
 use weir_api::Event;
 
@@ -20,7 +20,7 @@ use crate::metrics::{CacheOutcome, ErrorKind};
 use crate::modules::txn::ModTxn;
 use crate::served::Served;
 use crate::target::Target;
-use crate::upstream::{OriginAddr, UpstreamError};
+use crate::upstream::{OriginAddr, OriginRequest, UpstreamError};
 
 /// The request to send to the origin: origin-form target, hop-by-hop fields removed,
 /// `Via` added, Host set. `strip_conditionals` removes the client's validators when
@@ -31,37 +31,8 @@ pub(crate) fn upstream_request(
     body: RequestBody,
     strip_conditionals: bool,
 ) -> Request<RequestBody> {
-    let mut headers = parts.headers.clone();
-    headers::remove_hop_by_hop(&mut headers);
-    // Weir reads the client's body only when it forwards it, which is what makes hyper
-    // send `100 Continue`; the origin need not see the expectation. The conditions are
-    // the cache's to send. All are rare: one pass over the names (standard names
-    // compare as integers) spares a hashed lookup for each when none is there.
-    let strip: &[HeaderName] = match strip_conditionals {
-        true => &[
-            header::EXPECT,
-            header::IF_NONE_MATCH,
-            header::IF_MODIFIED_SINCE,
-        ],
-        false => &[header::EXPECT],
-    };
-    if headers.keys().any(|name| strip.contains(name)) {
-        for name in strip {
-            headers.remove(name);
-        }
-    }
-    headers.insert(header::HOST, target.host.clone());
-    if parts.version == http::Version::HTTP_2 {
-        // An HTTP/2 client takes trailers without asking (RFC 9113 §8.1).
-        headers.insert(header::TE, HeaderValue::from_static("trailers"));
-    }
-    headers::append_via(&mut headers, parts.version);
-    let mut req = Request::new(body);
-    *req.method_mut() = parts.method.clone();
-    // Shared with the client's URI (a reference count), not parsed again.
-    *req.uri_mut() = http::Uri::from(target.path_and_query.clone());
-    *req.headers_mut() = headers;
-    req
+    let path = &target.path_and_query;
+    crate::upstream::for_origin(parts, &target.host, path, body, strip_conditionals)
 }
 
 /// The origin a transaction went to, for its access log line: a copy is made only when
@@ -77,14 +48,15 @@ pub(crate) async fn forward_hooked(
     engine: &Arc<Engine>,
     txn: &mut Option<ModTxn>,
     target: &Target,
-    mut request: Request<RequestBody>,
+    request: Request<RequestBody>,
     outcome: CacheOutcome,
     cache_status: HeaderValue,
 ) -> Result<Served, ProxyError> {
+    let mut request = OriginRequest::from(request);
     if let Some(reply) = crate::hooks::upstream_request(engine, txn.as_mut(), &mut request).await? {
         return Ok(Served::module_reply(reply));
     }
-    let (request, slot) = hook_request_body(engine, txn, request);
+    let (request, slot) = hook_request_body(engine, txn, request.into_request());
     let response = forward(engine, &target.origin, request, target.interim.as_ref()).await;
     if let Some(slot) = slot {
         // Chunks the client sends after the origin answered pass unchanged.
@@ -160,7 +132,7 @@ pub(crate) async fn forward(
 ) -> Result<Response<ProxyBody>, ProxyError> {
     let response = engine
         .upstream
-        .send(origin, req, interim)
+        .send(origin, req.into(), interim)
         .await
         .map_err(|e| upstream_error(origin, e, engine.limits.max_request_body.0))?;
     let (mut parts, body) = response.into_parts();
@@ -191,15 +163,16 @@ pub(crate) fn upstream_error(origin: &OriginAddr, e: UpstreamError, max_body: u6
 }
 
 /// The same request without the validators Weir added for its stored copy.
-pub(crate) fn without_validators(req: &http::Request<RequestBody>) -> http::Request<RequestBody> {
+pub(crate) fn without_validators(req: &mut OriginRequest) -> OriginRequest {
+    let head = req.head_mut();
     let mut copy = http::Request::new(RequestBody::Empty);
-    *copy.method_mut() = req.method().clone();
-    *copy.uri_mut() = req.uri().clone();
-    *copy.version_mut() = req.version();
-    *copy.headers_mut() = req.headers().clone();
+    *copy.method_mut() = head.method.clone();
+    *copy.uri_mut() = head.uri.clone();
+    *copy.version_mut() = head.version;
+    *copy.headers_mut() = head.headers.clone();
     copy.headers_mut().remove(header::IF_NONE_MATCH);
     copy.headers_mut().remove(header::IF_MODIFIED_SINCE);
-    copy
+    copy.into()
 }
 
 #[cfg(test)]

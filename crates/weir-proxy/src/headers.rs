@@ -97,12 +97,42 @@ fn te_takes_trailers(headers: &HeaderMap) -> bool {
 
 /// Appends our `Via` entry for a message received with `version`.
 pub(crate) fn append_via(headers: &mut HeaderMap, version: http::Version) {
-    let via = match version {
+    headers.append(header::VIA, via(version));
+}
+
+/// Our `Via` entry for a message received with `version`.
+pub(crate) fn via(version: http::Version) -> HeaderValue {
+    match version {
         http::Version::HTTP_2 => VIA_HTTP2,
         http::Version::HTTP_10 | http::Version::HTTP_09 => VIA_HTTP10,
         _ => VIA_HTTP11,
-    };
-    headers.append(header::VIA, via);
+    }
+}
+
+/// Whether `name` is a hop-by-hop field by itself (not counting those `Connection`
+/// names).
+pub(crate) fn is_hop_by_hop(name: &HeaderName) -> bool {
+    HOP_BY_HOP.contains(name)
+}
+
+/// Whether the `Connection` fields of `headers` name no field but the connection's own
+/// options (`keep-alive`, `close`, neither of them a field the message carries), so
+/// that removing the hop-by-hop fields removes no other.
+pub(crate) fn connection_names_no_field(headers: &HeaderMap) -> bool {
+    let mut close = false;
+    for value in headers.get_all(header::CONNECTION) {
+        let Ok(s) = value.to_str() else {
+            return false;
+        };
+        for token in s.split(',').map(str::trim) {
+            if token.eq_ignore_ascii_case("close") {
+                close = true;
+            } else if !token.is_empty() && !token.eq_ignore_ascii_case("keep-alive") {
+                return false;
+            }
+        }
+    }
+    !close || !headers.contains_key("close")
 }
 
 /// What `Max-Forwards` asks of a TRACE or OPTIONS request (RFC 9110 §7.6.2).

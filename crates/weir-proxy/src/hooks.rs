@@ -9,16 +9,17 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{request, response, HeaderMap, HeaderValue, Request};
+use http::{request, response, HeaderMap, HeaderValue};
 use http_body::Frame;
 use weir_api::{BodyChunk, Event, Reply};
 
-use crate::body::{ProxyBody, RequestBody};
+use crate::body::ProxyBody;
 use crate::engine::Engine;
 use crate::error::ProxyError;
 use crate::modules::txn::ModTxn;
 use crate::modules::{call, run_event};
 use crate::record::TxnSlot;
+use crate::upstream::OriginRequest;
 
 pub(crate) mod budget;
 mod decision;
@@ -96,25 +97,24 @@ pub(crate) use cache_lookup;
 
 /// A request is about to go to the origin. `Some(reply)`: a module answered instead.
 /// The request is borrowed, not moved in and out: without a module that wants the
-/// event, a miss would copy it twice for nothing.
+/// event, a miss would copy it twice for nothing. A fill's head is made as a map only
+/// for a module that wants the event.
 pub(crate) async fn upstream_request(
     engine: &Engine,
     txn: Option<&mut ModTxn>,
-    request: &mut Request<RequestBody>,
+    request: &mut OriginRequest,
 ) -> Result<Option<Box<Reply>>, ProxyError> {
     match txn {
         Some(ModTxn { chain, txn: t }) if chain.wants(Event::UpstreamRequest) => {
-            let taken = std::mem::replace(request, Request::new(RequestBody::Empty));
-            let (mut head, body) = taken.into_parts();
+            let head = request.head_mut();
             let hook = run_event!(
                 chain,
                 Event::UpstreamRequest,
                 t,
-                &mut head,
+                head,
                 call::upstream_request,
                 &engine.metrics
             );
-            *request = Request::from_parts(head, body);
             decide(hook)
         }
         _ => Ok(None),

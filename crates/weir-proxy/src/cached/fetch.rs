@@ -12,14 +12,13 @@ use weir_cache::{
 };
 
 use super::keep::Keeper;
-use crate::body::RequestBody;
 use crate::engine::Engine;
 use crate::error::ProxyError;
 use crate::flight::{FetchedHead, FlightHead, FlightOutcome, ProxyErrorParts, Shared};
 use crate::forward::{upstream_error, without_validators};
 use crate::metrics::{CacheOutcome, ErrorKind};
 use crate::modules::txn::ModTxn;
-use crate::upstream::OriginAddr;
+use crate::upstream::{OriginAddr, OriginRequest};
 use crate::{headers, hooks};
 use weir_api::{Event, Reply};
 
@@ -30,7 +29,7 @@ pub(super) struct Fetch {
     pub(super) key: CacheKey,
     pub(super) flight: Arc<weir_cache::Flight<FlightHead>>,
     /// The leader's request, for the storage policy and the variant key.
-    pub(super) request: request::Parts,
+    pub(super) request: Arc<request::Parts>,
     pub(super) origin: OriginAddr,
     /// The storage policy obeys targeted cache-control fields (the leader's listener).
     pub(super) targeted: bool,
@@ -45,7 +44,7 @@ impl Fetch {
     #[inline(never)]
     pub(super) fn run(
         mut self,
-        mut req: http::Request<RequestBody>,
+        mut req: OriginRequest,
         interim: Option<crate::interim::Interim>,
     ) -> impl std::future::Future<Output = ()> + Send {
         async move {
@@ -57,7 +56,7 @@ impl Fetch {
                 Err(e) => return self.fail(e),
             }
             // A validation may have to be repeated without its conditions (below).
-            let mut unconditional = self.stale.as_ref().map(|_| without_validators(&req));
+            let mut unconditional = self.stale.as_ref().map(|_| without_validators(&mut req));
             let validated = self.stale.is_some();
             let mut next = Some(req);
             let (now, mut parts, mut body) = loop {

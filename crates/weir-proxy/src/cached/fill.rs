@@ -9,12 +9,11 @@ use http::request;
 use weir_cache::{CacheKey, CachedObject, Join};
 
 use super::fetch::Fetch;
-use crate::body::RequestBody;
 use crate::engine::Engine;
 use crate::flight::{FlightHead, FlightOutcome};
-use crate::forward::upstream_request;
 use crate::modules::txn::ModTxn;
 use crate::target::Target;
+use crate::upstream::OriginRequest;
 
 /// What a fetch fills: the key, its flight, the stale copy it validates (if any), and
 /// the invalidation ticket taken before the lookup.
@@ -44,11 +43,12 @@ pub(super) fn start_fetch(
         stale,
         ticket,
     } = fill;
-    let mut req = upstream_request(&parts, target, RequestBody::Empty, true);
     // What the client's connection attached to its request stays with the client.
     parts.extensions.clear();
+    let parts = Arc::new(parts);
+    let mut req = OriginRequest::fill(&parts, &target.host, &target.path_and_query);
     if let Some(object) = &stale {
-        object.add_validators(req.headers_mut());
+        object.add_validators(&mut req.head_mut().headers);
     }
     // The fill may serve several clients: it has a transaction of its own, with the
     // leader's cache overrides (see docs/modules.md).

@@ -6,14 +6,15 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use http::{Method, Request, Response};
+use http::{Method, Response};
 use http_body::Body;
 
 use super::body::{Inner, UpstreamBody};
 use super::h1::{self, PooledConn};
 use super::h1_body::H1Body;
 use super::h1_conn::{Answered, ExchangeError, Outbound};
-use super::h1_wire::{self, BodyKnown};
+use super::h1_wire::BodyKnown;
+use super::origin_request::{OriginRequest, Written};
 use super::origins::{Origin, Upstream};
 use super::timer::ExchangeTimer;
 use super::UpstreamError;
@@ -34,7 +35,7 @@ impl Upstream {
         &'a self,
         origin: &'a Arc<Origin>,
         fresh: Option<PooledConn>,
-        request: Request<RequestBody>,
+        request: OriginRequest,
         interim: Option<&'a Interim>,
     ) -> impl Future<Output = Result<Response<UpstreamBody>, UpstreamError>> + Send + 'a {
         async move {
@@ -49,7 +50,7 @@ impl Upstream {
                 Some(conn) => (conn, false),
                 None => h1::checkout(self, origin).await?,
             };
-            let method = &parts.method;
+            let method = parts.method();
             // A body to send again; the head is written again only if it is needed
             // (a copy of it would share its bytes, an allocation on every request).
             let again = match reused && idempotent(method) {
@@ -117,10 +118,9 @@ impl Upstream {
 }
 
 /// A request's head, written out, with the body that follows it.
-fn outbound(parts: &http::request::Parts, known: BodyKnown, body: RequestBody) -> Outbound {
+fn outbound(written: &Written, known: BodyKnown, body: RequestBody) -> Outbound {
     let mut head = Vec::with_capacity(HEAD_ROOM);
-    let outgoing =
-        h1_wire::encode_request(&parts.method, &parts.uri, &parts.headers, known, &mut head);
+    let outgoing = written.write(known, &mut head);
     Outbound {
         head,
         body,

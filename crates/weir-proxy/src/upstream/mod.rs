@@ -23,6 +23,7 @@ mod h1_wire;
 mod h2;
 mod h2_pool;
 mod origin_addr;
+mod origin_request;
 mod origins;
 mod owned;
 mod stream;
@@ -53,6 +54,7 @@ use body::{Hold, Inner};
 pub(crate) use body::{Resume, ResumeFrom, UpstreamBody};
 pub(crate) use error::UpstreamError;
 pub(crate) use origin_addr::OriginAddr;
+pub(crate) use origin_request::{for_origin, OriginRequest};
 pub(crate) use origins::Upstream;
 use timer::ExchangeTimer;
 
@@ -202,7 +204,7 @@ impl Upstream {
     pub async fn send(
         &self,
         addr: &OriginAddr,
-        request: Request<RequestBody>,
+        request: OriginRequest,
         interim: Option<&Interim>,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         let origin = self.origin(addr);
@@ -211,7 +213,9 @@ impl Upstream {
         // reused HTTP/1.1 connection are boxed so that it stays small.
         match origin.dispatch() {
             Dispatch::Http1 => self.send_h1(&origin, None, request, interim).await,
-            Dispatch::Http2 => crate::boxed::in_place(|| self.send_h2(&origin, request)).await,
+            Dispatch::Http2 => {
+                crate::boxed::in_place(|| self.send_h2(&origin, request.into_request())).await
+            }
             Dispatch::Probe => {
                 crate::boxed::in_place(|| self.send_probed(&origin, request, interim)).await
             }
@@ -221,13 +225,13 @@ impl Upstream {
     async fn send_probed(
         &self,
         origin: &Arc<Origin>,
-        request: Request<RequestBody>,
+        request: OriginRequest,
         interim: Option<&Interim>,
     ) -> Result<Response<UpstreamBody>, UpstreamError> {
         loop {
             match origin.dispatch() {
                 Dispatch::Http1 => return self.send_h1(origin, None, request, interim).await,
-                Dispatch::Http2 => return self.send_h2(origin, request).await,
+                Dispatch::Http2 => return self.send_h2(origin, request.into_request()).await,
                 Dispatch::Probe => {
                     if let Some(conn) = self.probe(origin).await? {
                         return self.send_h1(origin, Some(conn), request, interim).await;
