@@ -11,6 +11,7 @@ use std::task::Waker;
 
 use bytes::Bytes;
 use futures_util::task::AtomicWaker;
+use smallvec::SmallVec;
 
 use crate::lock::lock;
 use crate::spill::SpillFile;
@@ -56,7 +57,9 @@ pub(super) struct State<H> {
     pub(super) persisted: u64,
     pub(super) end: Option<bool>,
     pub(super) retain: bool,
-    pub(super) readers: Vec<ReaderPlace>,
+    /// Inline for one reader (the leader alone, a miss nearly always): a list on the
+    /// heap cost every miss an allocation and its release.
+    pub(super) readers: SmallVec<[ReaderPlace; 1]>,
     pub(super) next_reader: u64,
 }
 
@@ -105,7 +108,7 @@ impl<H: Clone> Flight<H> {
                 persisted: 0,
                 end: None,
                 retain: true,
-                readers: Vec::new(),
+                readers: SmallVec::new(),
                 next_reader: 0,
             }),
             drained: AtomicWaker::new(),

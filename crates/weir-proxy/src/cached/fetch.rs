@@ -184,6 +184,7 @@ impl Fetch {
             // Read once: the head does not change from here on.
             let declared = headers::content_length(&parts.headers);
             let declared_too_big = declared.is_some_and(|n| n > max_object);
+            let varies = parts.headers.get_all(header::VARY);
             // `skip` set by a module in this fill: serve the response, do not store it.
             let skipped = self
                 .txn
@@ -194,11 +195,7 @@ impl Fetch {
                 && parts.extensions.get::<crate::hop::NotKept>().is_none()
                 && !declared_too_big
                 && parts.status != StatusCode::PARTIAL_CONTENT
-                && !parts
-                    .headers
-                    .get_all(header::VARY)
-                    .iter()
-                    .any(|v| v.as_bytes().contains(&b'*'));
+                && !varies.iter().any(|v| v.as_bytes().contains(&b'*'));
             let outcome = if validated {
                 CacheOutcome::RefreshModified
             } else {
@@ -218,7 +215,7 @@ impl Fetch {
             if !storing {
                 self.stop_sharing();
             }
-            let vary = parts.headers.contains_key(header::VARY).then(|| {
+            let vary = varies.iter().next().is_some().then(|| {
                 let names = weir_cache::vary_names(&parts.headers);
                 let leader = self.key.variant(&names, &self.request.headers);
                 (names, leader)
