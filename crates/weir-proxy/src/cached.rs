@@ -8,7 +8,6 @@ use std::time::SystemTime;
 
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Response, StatusCode};
-use http_body::Frame;
 use weir_cache::groups::{group_names, CACHE_GROUP_INVALIDATION};
 use weir_cache::{
     CacheKey, CachedObject, FlightReader, Invalidation, Join, Lookup, RequestFields, Sharing,
@@ -297,21 +296,7 @@ async fn serve_flight(
         return Ok(served(r));
     }
     // The flight's trailers, if the origin sent any, follow its last chunk.
-    let stream = futures_util::stream::unfold(Some((reader, head.clone())), |state| async move {
-        let (mut r, head) = state?;
-        match r.next_chunk().await {
-            None => match &*head {
-                FlightOutcome::Response(h) => h
-                    .trailers
-                    .get()
-                    .map(|t| (Ok(Frame::trailers(HeaderMap::clone(t))), None)),
-                FlightOutcome::Failed(_) => None,
-            },
-            Some(Ok(b)) => Some((Ok(Frame::data(b)), Some((r, head)))),
-            Some(Err(())) => Some((Err("the origin's response was cut short".into()), None)),
-        }
-    });
-    let mut r = Response::new(ProxyBody::frames(Box::pin(stream)));
+    let mut r = Response::new(ProxyBody::flight(reader, head.clone()));
     *r.status_mut() = h.status;
     *r.headers_mut() = if follower {
         h.headers().clone()

@@ -4,9 +4,11 @@
 //! A flight's readers are made here too ([`Flight::reader`]), above the flight they
 //! read, so the flight itself knows nothing of them.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 
@@ -22,7 +24,12 @@ pub struct FlightReader<H> {
     pub(super) pos: usize,
     /// Byte offset of the next chunk in the body.
     pub(super) at: u64,
+    /// A read of the spill file under way (the next chunk is no longer in memory).
+    reading: Option<FileRead>,
 }
+
+/// A read of a spill file, boxed: rare, and inline it would make every reader larger.
+type FileRead = Pin<Box<dyn Future<Output = std::io::Result<Bytes>> + Send>>;
 
 /// What a reader finds when it looks at its flight.
 enum Found {
@@ -53,6 +60,7 @@ impl<H: Clone> Flight<H> {
             id,
             pos: 0,
             at: 0,
+            reading: None,
         })
     }
 }
@@ -84,18 +92,34 @@ impl<H: Clone> FlightReader<H> {
     /// Cancel-safe: a chunk is only consumed when it is returned (the waker a dropped
     /// wait left may be woken once more, for nothing).
     pub async fn next_chunk(&mut self) -> Option<Result<Bytes, ()>> {
-        let found = std::future::poll_fn(|cx| self.look(cx)).await;
-        match found {
-            Found::Chunk(chunk) => Some(Ok(chunk)),
-            Found::End(end) => end,
-            Found::InFile(file, len) => match file.read_at(self.at, len).await {
-                Ok(bytes) => {
-                    self.at += bytes.len() as u64;
-                    Some(Ok(bytes))
+        std::future::poll_fn(|cx| self.poll_next_chunk(cx)).await
+    }
+
+    /// [`FlightReader::next_chunk`], polled: for a body that reads the flight itself.
+    /// A read of the spill file that was begun goes on at the next poll.
+    pub fn poll_next_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, ()>>> {
+        if self.reading.is_none() {
+            match ready!(self.look(cx)) {
+                Found::Chunk(chunk) => return Poll::Ready(Some(Ok(chunk))),
+                Found::End(end) => return Poll::Ready(end),
+                Found::InFile(file, len) => {
+                    let at = self.at;
+                    self.reading = Some(Box::pin(async move { file.read_at(at, len).await }));
                 }
-                Err(_) => Some(Err(())),
-            },
+            }
         }
+        let Some(reading) = self.reading.as_mut() else {
+            unreachable!("set above")
+        };
+        let read = ready!(reading.as_mut().poll(cx));
+        self.reading = None;
+        Poll::Ready(match read {
+            Ok(bytes) => {
+                self.at += bytes.len() as u64;
+                Some(Ok(bytes))
+            }
+            Err(_) => Some(Err(())),
+        })
     }
 
     /// What is next for this reader, taking a chunk in memory; while there is nothing
