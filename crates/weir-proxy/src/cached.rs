@@ -299,7 +299,7 @@ async fn serve_flight(
     let mut r = Response::new(ProxyBody::flight(reader, head.clone()));
     *r.status_mut() = h.status;
     *r.headers_mut() = if follower {
-        h.headers().clone()
+        h.follower_headers()
     } else {
         h.leader_headers()
     };

@@ -66,6 +66,10 @@ pub(crate) struct FetchedHead {
     /// The trailer fields that ended the origin's body, set before the flight ends
     /// so that every reader sends them after the body (they are not stored).
     pub(crate) trailers: std::sync::OnceLock<Box<HeaderMap>>,
+    /// The origin's `Trailer` field when the head the other readers get is the stored
+    /// one, which leaves it out (a stored response has no trailers): they get the
+    /// trailers too, and an HTTP/1.1 client is sent only the trailer fields it names.
+    pub(crate) announced: Option<HeaderValue>,
 }
 
 impl FetchedHead {
@@ -95,6 +99,7 @@ impl FetchedHead {
             cache_status,
             vary,
             trailers: Default::default(),
+            announced: None,
         }
     }
 
@@ -105,6 +110,28 @@ impl FetchedHead {
             ForOthers::Copy(headers) => headers,
             ForOthers::Stored(head) => head.headers(),
         }
+    }
+
+    /// Keeps the origin's `Trailer` field for the other readers, when they get the
+    /// stored head (which leaves it out) and the body may end with trailers: its
+    /// length is unknown (`unknown_length`: chunked, as an HTTP/1.1 body with
+    /// trailers must be).
+    pub(crate) fn announcing_trailers(mut self, unknown_length: bool) -> FetchedHead {
+        if unknown_length && matches!(self.for_others, ForOthers::Stored(_)) {
+            let leader = self.for_leader.get_mut().unwrap_or_else(|e| e.into_inner());
+            let announced = leader.as_ref().and_then(|h| h.get(http::header::TRAILER));
+            self.announced = announced.cloned();
+        }
+        self
+    }
+
+    /// The head's fields for a reader other than the leader.
+    pub(crate) fn follower_headers(&self) -> HeaderMap {
+        let mut headers = self.headers().clone();
+        if let Some(names) = &self.announced {
+            headers.insert(http::header::TRAILER, names.clone());
+        }
+        headers
     }
 
     /// The object a fill stores, with the head its other readers were sent; `None`

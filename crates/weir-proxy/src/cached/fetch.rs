@@ -227,7 +227,8 @@ impl Fetch {
                 false => Shared::No,
             };
             let head = weir_cache::with_served_room(std::mem::take(&mut parts.headers));
-            let fetched = FetchedHead::new(parts.status, head, shared, outcome, cache_status, vary);
+            let fetched = FetchedHead::new(parts.status, head, shared, outcome, cache_status, vary)
+                .announcing_trailers(declared.is_none());
             let fetched = Arc::new(FlightOutcome::Response(fetched));
             self.flight.set_head(fetched.clone());
             let body_hooks = self

@@ -3,6 +3,8 @@
 //! miss, whose stored copy has none (RFC 9111 §3); a client's request trailers reach
 //! the origin.
 
+use std::time::Duration;
+
 use crate::common::*;
 
 /// A GET over HTTP/1.1 on the reverse listener, taking trailers when `te` is set.
@@ -70,6 +72,38 @@ fn a_stored_miss_sends_its_trailers_and_the_hit_has_none() {
         "a stored copy keeps no trailers: {hit:?}"
     );
     assert_eq!(origin.count("/stored"), 1);
+}
+
+#[test]
+fn a_client_that_joins_a_stored_fill_gets_its_trailers() {
+    let origin = TestOrigin::start();
+    let len = 2 * CHUNK;
+    let reply = Reply::stream(len as u64)
+        .chunk_delay(Duration::from_millis(300))
+        .cc("max-age=60")
+        .trailer("x-checksum", "0ddba11");
+    origin.route("/joined", reply);
+    let proxy = Proxy::reverse(&origin.base());
+
+    let (first, joined) = std::thread::scope(|s| {
+        let first = s.spawn(|| get(&proxy, "/joined", true));
+        // The fill's head is there, its body is not.
+        std::thread::sleep(Duration::from_millis(150));
+        let joined = get(&proxy, "/joined", true);
+        (first.join().expect("the first client"), joined)
+    });
+    assert_eq!(origin.count("/joined"), 1, "one fetch for both");
+    assert!(
+        cs_has(joined.header("cache-status").unwrap(), "collapsed", None),
+        "the second client joined the first one's fill: {:?}",
+        joined.headers
+    );
+    for r in [&first, &joined] {
+        assert_eq!(r.status, 200);
+        assert!(r.body == pattern(len), "the body, whole");
+        assert_eq!(r.header("trailer"), Some("x-checksum"), "{:?}", r.headers);
+        assert_eq!(r.trailer("x-checksum"), Some("0ddba11"), "{:?}", r.trailers);
+    }
 }
 
 /// A GET over HTTP/2 (prior knowledge): the body and the trailers, if any.
