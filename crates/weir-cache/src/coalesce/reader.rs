@@ -98,7 +98,18 @@ impl<H: Clone> FlightReader<H> {
     /// [`FlightReader::next_chunk`], polled: for a body that reads the flight itself.
     /// A read of the spill file that was begun goes on at the next poll.
     pub fn poll_next_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, ()>>> {
-        if self.reading.is_none() {
+        loop {
+            if let Some(reading) = &mut self.reading {
+                let read = ready!(reading.as_mut().poll(cx));
+                self.reading = None;
+                return Poll::Ready(match read {
+                    Ok(bytes) => {
+                        self.at += bytes.len() as u64;
+                        Some(Ok(bytes))
+                    }
+                    Err(_) => Some(Err(())),
+                });
+            }
             match ready!(self.look(cx)) {
                 Found::Chunk(chunk) => return Poll::Ready(Some(Ok(chunk))),
                 Found::End(end) => return Poll::Ready(end),
@@ -108,18 +119,6 @@ impl<H: Clone> FlightReader<H> {
                 }
             }
         }
-        let Some(reading) = self.reading.as_mut() else {
-            unreachable!("set above")
-        };
-        let read = ready!(reading.as_mut().poll(cx));
-        self.reading = None;
-        Poll::Ready(match read {
-            Ok(bytes) => {
-                self.at += bytes.len() as u64;
-                Some(Ok(bytes))
-            }
-            Err(_) => Some(Err(())),
-        })
     }
 
     /// What is next for this reader, taking a chunk in memory; while there is nothing
