@@ -8,7 +8,7 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 /// Weir forwards, and an HTTP/1.1 client is sent only the fields it names.
 const HOP_BY_HOP: [HeaderName; 8] = [
     header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
+    KEEP_ALIVE,
     HeaderName::from_static("proxy-connection"),
     header::PROXY_AUTHENTICATE,
     header::PROXY_AUTHORIZATION,
@@ -17,10 +17,12 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     header::UPGRADE,
 ];
 
+/// HTTP/1.0's keep-alive parameters: hop-by-hop, and naming no other field.
+pub(crate) const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+
 /// Where `TE` is in [`HOP_BY_HOP`].
 const TE_BIT: u16 = 1 << 5;
 
-/// Our `Via` entry: protocol version and pseudonym.
 /// The field that marks a request from a cluster peer (the cluster's hop, `hop.rs`);
 /// its value names the sending node.
 pub(crate) const HOP: HeaderName = HeaderName::from_static("weir-hop");
@@ -29,6 +31,7 @@ pub(crate) const HOP: HeaderName = HeaderName::from_static("weir-hop");
 /// or `https://host:port`), while the request's URL is the one it is cached under.
 pub(crate) const HOP_ORIGIN: HeaderName = HeaderName::from_static("weir-hop-origin");
 
+/// Our `Via` entry: protocol version and pseudonym.
 pub(crate) const VIA_HTTP11: HeaderValue = HeaderValue::from_static("1.1 weir");
 pub(crate) const VIA_HTTP2: HeaderValue = HeaderValue::from_static("2 weir");
 pub(crate) const VIA_HTTP10: HeaderValue = HeaderValue::from_static("1.0 weir");
@@ -121,18 +124,29 @@ pub(crate) fn is_hop_by_hop(name: &HeaderName) -> bool {
 pub(crate) fn connection_names_no_field(headers: &HeaderMap) -> bool {
     let mut close = false;
     for value in headers.get_all(header::CONNECTION) {
-        let Ok(s) = value.to_str() else {
+        if value.to_str().is_err() {
             return false;
-        };
-        for token in s.split(',').map(str::trim) {
-            if token.eq_ignore_ascii_case("close") {
-                close = true;
-            } else if !token.is_empty() && !token.eq_ignore_ascii_case("keep-alive") {
+        }
+        for token in value
+            .as_bytes()
+            .split(|&b| b == b',')
+            .map(<[u8]>::trim_ascii)
+        {
+            close |= token.eq_ignore_ascii_case(b"close");
+            if !is_connection_option(token) {
                 return false;
             }
         }
     }
     !close || !headers.contains_key("close")
+}
+
+/// Whether a `Connection` token is one of the connection's own options (`close`,
+/// `keep-alive`) or empty, rather than the name of another field to remove with it.
+pub(crate) fn is_connection_option(token: &[u8]) -> bool {
+    token.is_empty()
+        || token.eq_ignore_ascii_case(b"close")
+        || token.eq_ignore_ascii_case(b"keep-alive")
 }
 
 /// What `Max-Forwards` asks of a TRACE or OPTIONS request (RFC 9110 §7.6.2).

@@ -320,7 +320,7 @@ async fn send_body(body: ProxyBody, mut send: h2::SendStream<Bytes>) {
 /// `Proxy-Authenticate` stays: unlike HTTP/1's hop-by-hop fields, a 407 needs it.
 fn remove_connection_fields(headers: &mut HeaderMap) {
     const FORBIDDEN: [HeaderName; 5] = [
-        HeaderName::from_static("keep-alive"),
+        crate::headers::KEEP_ALIVE,
         HeaderName::from_static("proxy-connection"),
         header::TRANSFER_ENCODING,
         header::UPGRADE,

@@ -20,9 +20,6 @@ use http::{Method, StatusCode, Uri, Version};
 pub(super) const MAX_HEAD: usize = 64 << 10;
 /// The most fields a response head may have.
 const MAX_FIELDS: usize = 100;
-
-/// A hop-by-hop field of HTTP/1.0 keep-alive, never relayed.
-const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 /// The fields of a response head whose places are noted on the stack (more are
 /// noted in a vector).
 const INLINE_FIELDS: usize = 24;
@@ -215,7 +212,7 @@ pub(super) fn parse_response(buf: &mut BytesMut) -> Result<Option<ResponseHead>,
                 } else if token.eq_ignore_ascii_case(b"keep-alive") {
                     keep_alive |= version == Version::HTTP_10;
                 } else {
-                    names_fields = true;
+                    names_fields |= !crate::headers::is_connection_option(token);
                 }
             }
             // Read here and never relayed (hop-by-hop): only a field that names others
@@ -225,7 +222,7 @@ pub(super) fn parse_response(buf: &mut BytesMut) -> Result<Option<ResponseHead>,
             if !names_fields {
                 continue;
             }
-        } else if name == KEEP_ALIVE {
+        } else if name == crate::headers::KEEP_ALIVE {
             // Hop-by-hop, and names no other field.
             continue;
         }
