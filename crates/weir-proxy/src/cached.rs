@@ -210,7 +210,7 @@ pub(crate) async fn serve(
             // The fill keeps the request; serving the flight needs only its conditions.
             let conditions = client_conditions(&parts.headers, asked);
             let upstream = logged_origin(engine, &target);
-            start_fetch(engine, fill, parts, &target, txn, true);
+            start_fetch(engine, fill, parts, target, txn, true);
             serve_flight(reader, &conditions, upstream, false).await
         }
         Ok(Join::Follower(mut reader)) => {

@@ -17,6 +17,7 @@ use crate::interim::Interim;
 use crate::upstream::OriginAddr;
 
 /// Where a request goes and how it is named in the cache.
+#[derive(Clone)]
 pub(crate) struct Target {
     pub origin: OriginAddr,
     /// The Host header to send, and the authority part of the cache key.

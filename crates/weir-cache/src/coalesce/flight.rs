@@ -134,17 +134,19 @@ impl<H: Clone> Flight<H> {
     /// Appends a body chunk. When the flight does not retain chunks, waits while
     /// readers are more than a window behind.
     pub async fn push(&self, chunk: Bytes) {
+        let has_room = |s: &State<H>| s.retain || self.is_abandoned() || s.buffered <= WINDOW;
         {
             let mut s = lock(&self.state);
             s.buffered += chunk.len();
             s.chunks.push_back(chunk);
             s.wake_readers();
+            // Under the same lock: a flight that keeps its chunks (a fill being
+            // stored) always has room, and need not be locked again to learn so.
+            if has_room(&s) {
+                return;
+            }
         }
-        let has_room = || {
-            let s = lock(&self.state);
-            s.retain || self.is_abandoned() || s.buffered <= WINDOW
-        };
-        self.wait_drained(has_room).await;
+        self.wait_drained(|| has_room(&lock(&self.state))).await;
     }
 
     /// From now on the body is also written to `file` (which holds its first

@@ -135,10 +135,11 @@ impl<H: Clone> Coalescer<H> {
     /// Removes the flight for `key` if it is `flight` (new requests will not join it).
     pub fn leave(&self, key: &CacheKey, flight: &Arc<Flight<H>>) {
         let mut flights = lock(self.shard(key));
-        if let Entry::Occupied(entry) = flights.entry(key.clone()) {
-            if Arc::ptr_eq(entry.get(), flight) {
-                entry.remove();
-            }
+        // Looked up twice rather than through an entry, which takes its key by value:
+        // a key's hash is kept in it, and a clone counts it (an atomic operation, and
+        // another to drop it).
+        if flights.get(key).is_some_and(|f| Arc::ptr_eq(f, flight)) {
+            flights.remove(key);
         }
     }
 

@@ -28,12 +28,13 @@ pub(super) struct Fill {
 /// copy, else a plain fetch. `client_waits`: the client of `parts` waits for this
 /// fetch's response (it leads the flight), and is relayed its 1xx responses. The fill
 /// keeps `parts` (the leader's request, for the storage policy and the variant key):
-/// a leader hands over its own, not a copy.
+/// a leader hands over its own, not a copy, and its `target` too (a clone of its names
+/// counted each in the client's read buffer, and of the origin's host allocated).
 pub(super) fn start_fetch(
     engine: &Arc<Engine>,
     fill: Fill,
     mut parts: request::Parts,
-    target: &Target,
+    target: Target,
     txn: &Option<ModTxn>,
     client_waits: bool,
 ) {
@@ -43,10 +44,17 @@ pub(super) fn start_fetch(
         stale,
         ticket,
     } = fill;
+    let Target {
+        origin,
+        host,
+        path_and_query,
+        targeted,
+        interim,
+    } = target;
     // What the client's connection attached to its request stays with the client.
     parts.extensions.clear();
     let parts = Arc::new(parts);
-    let mut req = OriginRequest::fill(&parts, &target.host, &target.path_and_query);
+    let mut req = OriginRequest::fill(&parts, host, path_and_query);
     if let Some(object) = &stale {
         object.add_validators(&mut req.head_mut().headers);
     }
@@ -64,8 +72,8 @@ pub(super) fn start_fetch(
         key,
         flight,
         request: parts,
-        origin: target.origin.clone(),
-        targeted: target.targeted,
+        origin,
+        targeted,
         stale,
         ticket,
     };
@@ -73,7 +81,7 @@ pub(super) fn start_fetch(
     // is several KiB, and spawning it unboxed moved it whole several times.
     // The origin's 1xx responses go to the client when it waits for this very
     // response, never for a fetch its answer does not wait for.
-    let interim = target.interim.clone().filter(|_| client_waits);
+    let interim = interim.filter(|_| client_waits);
     tokio::spawn(crate::boxed::in_place(|| fetch.run(req, interim)));
 }
 
@@ -101,7 +109,7 @@ pub(super) fn fetch_in_background(
             stale,
             ticket,
         };
-        start_fetch(engine, fill, strip_body(parts), target, txn, false);
+        start_fetch(engine, fill, strip_body(parts), target.clone(), txn, false);
         // A fetch stops when nobody reads it; this reader keeps it going to the end.
         tokio::spawn(async move {
             let Some(head) = reader.head().await else {

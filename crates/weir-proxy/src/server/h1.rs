@@ -34,6 +34,7 @@ use crate::service::ConnInfo;
 
 use super::h1_request::{self, Head, Parsed};
 use super::h1_response::{self, BodyHint, Coding, Written};
+use super::stop::stopping;
 
 /// Room for a read: a head arrives whole in one read nearly always.
 const READ_ROOM: usize = 4096;
@@ -83,6 +84,8 @@ pub(super) async fn serve(
     // leaving it cost a hit about 300 instructions.
     let mut watcher = stop.clone();
     let mut stopped = pin!(watcher.wait_for(|stop| *stop));
+    // Seen now: from here on, `stopping` asks the channel only when something is sent.
+    let seen_stop = *stop.borrow_and_update();
     // Looked up once per connection: a reload meanwhile is safe either way (a module
     // takes credentials left in the fields from them, and what is set aside for no
     // module goes back).
@@ -97,11 +100,11 @@ pub(super) async fn serve(
                     // large, and a connection that waits for its next request should
                     // not keep room for it.
                     let responded = crate::boxed::in_place(|| {
-                        respond(io.get_mut(), &mut buf, conn, head, stop)
+                        respond(io.get_mut(), &mut buf, conn, head, stop, seen_stop)
                     })
                     .await;
                     match responded {
-                        Ok(true) if !*stop.borrow() => continue,
+                        Ok(true) if !stopping(stop, seen_stop) => continue,
                         _ => return Ended::Closed,
                     }
                 }
@@ -113,7 +116,7 @@ pub(super) async fn serve(
                 }
                 Parsed::Partial => {}
             }
-        } else if *stop.borrow() {
+        } else if stopping(stop, seen_stop) {
             return Ended::Closed;
         }
         if buf.capacity() - buf.len() < READ_ROOM / 4 {
@@ -188,6 +191,7 @@ async fn respond(
     conn: &Arc<ConnInfo>,
     head: Head,
     stop: &watch::Receiver<bool>,
+    seen_stop: bool,
 ) -> io::Result<bool> {
     let Head {
         request,
@@ -243,7 +247,7 @@ async fn respond(
             .map_or(BodyHint::Unknown, BodyHint::Known)
     };
     let mut out = Vec::with_capacity(128 + parts.headers.len() * 48);
-    let keep_alive = keep_alive && !*stop.borrow();
+    let keep_alive = keep_alive && !stopping(stop, seen_stop);
     let written = h1_response::encode_head(&parts, &method, hint, keep_alive, trailers, &mut out);
     drop(parts);
     let keep_alive = written.keep_alive;

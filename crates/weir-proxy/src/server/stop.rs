@@ -66,6 +66,17 @@ where
     .await
 }
 
+/// Whether the proxy is stopping, between a connection's requests. `seen_stop`: what
+/// `stop` saw last (`borrow_and_update`). Until something else is sent, a load of the
+/// channel's version answers; reading the value takes the channel's lock, two atomic
+/// operations that every request paid twice.
+pub(super) fn stopping(stop: &watch::Receiver<bool>, seen_stop: bool) -> bool {
+    match stop.has_changed() {
+        Ok(false) => seen_stop,
+        Ok(true) | Err(_) => *stop.borrow(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,5 +152,20 @@ mod tests {
         let mut work = std::future::ready("done");
         let (output, stopped) = until_stop(&mut work, &mut rx, false, |_| {}).await;
         assert_eq!((output, stopped), ("done", false));
+    }
+
+    #[test]
+    fn stopping_is_what_was_seen_until_something_is_sent() {
+        let (tx, mut rx) = watch::channel(false);
+        let seen = *rx.borrow_and_update();
+        assert!(!stopping(&rx, seen));
+        tx.send(false).unwrap();
+        assert!(!stopping(&rx, seen), "a send that is not a stop");
+        tx.send(true).unwrap();
+        assert!(stopping(&rx, seen));
+        let seen = *rx.borrow_and_update();
+        assert!(stopping(&rx, seen), "a stop seen stays a stop");
+        drop(tx);
+        assert!(stopping(&rx, seen), "the channel gone");
     }
 }

@@ -56,13 +56,13 @@ impl OriginRequest {
     /// `host` as its `Host`, without the client's conditions.
     pub(crate) fn fill(
         client: &Arc<request::Parts>,
-        host: &HeaderValue,
-        path: &PathAndQuery,
+        host: HeaderValue,
+        path: PathAndQuery,
     ) -> OriginRequest {
         let fill = FillHead {
             client: client.clone(),
-            host: host.clone(),
-            path: path.clone(),
+            host,
+            path,
         };
         let head = match written_as_is(&client.headers) {
             true => Head::Fill(fill),

@@ -14,7 +14,7 @@ fn client(version: Version, fields: &[(&str, &str)]) -> Arc<request::Parts> {
 
 fn fill(client: &Arc<request::Parts>) -> OriginRequest {
     let host = HeaderValue::from_static("origin.example:8080");
-    OriginRequest::fill(client, &host, &PathAndQuery::from_static("/p?q=1"))
+    OriginRequest::fill(client, host, PathAndQuery::from_static("/p?q=1"))
 }
 
 /// What the HTTP/1.1 writer sends for `request`.
