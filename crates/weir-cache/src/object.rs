@@ -7,7 +7,7 @@ use http::{header, request, response, HeaderMap, HeaderName, StatusCode};
 
 use crate::adapted::Adapted;
 use crate::body::Body;
-use crate::compact::{copy_headers, copy_headers_of, heap_size};
+use crate::compact::{copy_headers, heap_size};
 use crate::freshness::PolicyOptions;
 use crate::policy::{self, Freshness, StoragePolicy};
 use crate::vary::vary_names;
@@ -34,26 +34,16 @@ impl StoredHead {
     /// The head of a response whose storage `policy` decided: `headers` must already be
     /// free of hop-by-hop fields.
     pub fn new(headers: &HeaderMap, policy: &StoragePolicy) -> StoredHead {
-        StoredHead(Arc::new(copy_headers(headers, stored_field(policy))))
-    }
-
-    /// As [`StoredHead::new`], from a head the caller owns (a fill's), which is left as
-    /// it was: copied without counting each of its values twice more (see
-    /// `compact::copy_headers_of`).
-    pub fn from_owned(headers: &mut HeaderMap, policy: &StoragePolicy) -> StoredHead {
-        StoredHead(Arc::new(copy_headers_of(headers, stored_field(policy))))
+        let unstored = policy.unstored_fields();
+        StoredHead(Arc::new(copy_headers(headers, |n| {
+            n != header::TRAILER && !unstored.iter().any(|u| u == n.as_str())
+        })))
     }
 
     /// The fields.
     pub fn headers(&self) -> &HeaderMap {
         &self.0
     }
-}
-
-/// Whether a field of a response stored under `policy` is kept.
-fn stored_field(policy: &StoragePolicy) -> impl Fn(&HeaderName) -> bool + '_ {
-    let unstored = policy.unstored_fields();
-    move |n| n != header::TRAILER && !unstored.iter().any(|u| u == n.as_str())
 }
 
 /// A complete response held by the cache. Immutable: a validation makes a new one.

@@ -44,7 +44,6 @@ pub struct Metrics {
     origin_open: Gauge,
     origins: Gauge,
     origin_opened: Counter,
-    origin_reused: Counter,
     cache_source: Arc<Mutex<Option<CacheSource>>>,
     purge_source: purge::PurgeSource,
     cluster_source: cluster::ClusterSource,
@@ -130,10 +129,10 @@ impl Metrics {
             "origin_connections_opened",
             "Origin connections opened",
         );
-        let origin_reused = add(
-            &mut r,
+        r.register(
             "origin_connections_reused",
             "Requests sent on a reused keep-alive origin connection",
+            requests.origin_reused_metric(),
         );
 
         let cache_source = cache::register(&mut r);
@@ -166,7 +165,6 @@ impl Metrics {
             origin_open,
             origins,
             origin_opened,
-            origin_reused,
             cache_source,
             purge_source,
             cluster_source: Default::default(),
@@ -250,7 +248,7 @@ impl Metrics {
 
     /// A request reused an idle keep-alive connection to an origin.
     pub fn origin_connection_reused(&self) {
-        self.origin_reused.inc();
+        self.requests.origin_reused();
     }
 
     /// The current size of the cache, read when metrics are scraped.

@@ -223,7 +223,7 @@ impl Fetch {
             let adapted = origin_fields.and_then(|o| o.adapted(&parts.headers));
             // The leader takes this map; the others get the head the store will keep.
             let shared = match storing {
-                true => Shared::As(StoredHead::from_owned(&mut parts.headers, &policy)),
+                true => Shared::As(StoredHead::new(&parts.headers, &policy)),
                 false => Shared::No,
             };
             let head = weir_cache::with_served_room(std::mem::take(&mut parts.headers));

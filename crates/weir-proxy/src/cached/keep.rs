@@ -19,7 +19,11 @@ enum Place {
 /// One fill's keeper.
 pub(super) struct Keeper {
     place: Place,
-    hold: FillHold,
+    /// Taken at the first bytes it must count: the budget is shared by every worker,
+    /// and a hold taken and given back for a body that needs none moved the budget's
+    /// cache line between cores four times a miss.
+    hold: Option<FillHold>,
+    declared: Option<u64>,
     /// Chunks pushed but not yet written to the spill file.
     batch: Vec<Bytes>,
     batch_bytes: usize,
@@ -43,13 +47,24 @@ impl Keeper {
         };
         Keeper {
             place,
-            hold: cache.fill_budget().hold(),
+            hold: None,
+            declared,
             batch: Vec::new(),
             batch_bytes: 0,
             received: 0,
             memory_limit,
             max_object: cache.settings().max_object_bytes,
             from_origin,
+        }
+    }
+
+    fn hold(&mut self, cache: &Cache) -> &mut FillHold {
+        self.hold.get_or_insert_with(|| cache.fill_budget().hold())
+    }
+
+    fn release(&mut self) {
+        if let Some(hold) = &mut self.hold {
+            hold.release();
         }
     }
 
@@ -81,7 +96,7 @@ impl Keeper {
     ) -> bool {
         let keeps = self.take(cache, flight, len).await;
         if !keeps {
-            self.hold.release();
+            self.release();
         }
         keeps
     }
@@ -93,7 +108,7 @@ impl Keeper {
         }
         if self.in_memory() && self.received > self.memory_limit {
             // What the flight kept so far goes to disk first.
-            self.hold.release();
+            self.release();
             let Some(mut spill) = cache.spill() else {
                 return false;
             };
@@ -103,11 +118,22 @@ impl Keeper {
             }
             flight.spill_to(spill.file(), spill.len());
             self.place = Place::Disk(Some(spill));
+            // What goes to disk is counted until written (`after_push`).
+            self.hold(cache);
         }
         match &mut self.place {
-            Place::Memory => self.hold.try_add(len as u64),
+            // A body that arrives whole in its first chunk is stored at once, before the
+            // fill waits for anything: it is never held in flight, so it is not
+            // counted (nor is the budget touched).
+            Place::Memory
+                if self.declared == Some(self.received) && self.received == len as u64 =>
+            {
+                true
+            }
+            Place::Memory => self.hold(cache).try_add(len as u64),
             Place::Disk(spill @ None) => match cache.spill() {
                 Some(s) => {
+                    self.hold.get_or_insert_with(|| cache.fill_budget().hold());
                     flight.spill_to(s.file(), 0);
                     *spill = Some(s);
                     true
@@ -121,7 +147,9 @@ impl Keeper {
     /// After `chunk` was pushed, when the body goes to disk: it is written in batches.
     /// Returns `false` when the write failed (the response is then not stored).
     pub(super) async fn after_push<H: Clone>(&mut self, flight: &Flight<H>, chunk: Bytes) -> bool {
-        self.hold.add(chunk.len() as u64);
+        if let Some(hold) = &mut self.hold {
+            hold.add(chunk.len() as u64);
+        }
         self.batch_bytes += chunk.len();
         self.batch.push(chunk);
         if self.batch_bytes >= SPILL_BATCH {
@@ -140,7 +168,7 @@ impl Keeper {
         if written {
             flight.persisted(spill.len());
         }
-        self.hold.release();
+        self.release();
         written
     }
 
@@ -211,5 +239,33 @@ mod tests {
         let own = Bytes::copy_from_slice(&[7u8; 1000]);
         assert_eq!(concat(vec![own.clone()], true).as_ptr(), own.as_ptr());
         assert_ne!(concat(vec![own.clone()], false).as_ptr(), own.as_ptr());
+    }
+
+    /// A flight to push into, as a fill has.
+    fn flight() -> Arc<Flight<Arc<()>>> {
+        let key = weir_cache::CacheKey::for_url("http", "origin.test", "/k");
+        match weir_cache::Coalescer::new().join(&key, || None::<()>) {
+            Ok(weir_cache::Join::Leader(flight, _reader)) => flight,
+            _ => unreachable!("a new coalescer has no flight"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_whole_in_its_first_chunk_is_not_counted() {
+        let cache = Cache::new(weir_cache::CacheSettings::default());
+        let flight = flight();
+        let mut whole = Keeper::new(&cache, Some(1000), true);
+        assert!(whole.before_push(&cache, &flight, 1000).await);
+        assert_eq!(cache.fill_budget().held(), 0);
+        assert!(whole.hold.is_none(), "the budget was not touched");
+
+        // In two chunks, or of no declared length: held until the keeper goes.
+        let mut halves = Keeper::new(&cache, Some(2000), true);
+        assert!(halves.before_push(&cache, &flight, 1000).await);
+        let mut unknown = Keeper::new(&cache, None, true);
+        assert!(unknown.before_push(&cache, &flight, 1000).await);
+        assert_eq!(cache.fill_budget().held(), 2000);
+        drop((halves, unknown));
+        assert_eq!(cache.fill_budget().held(), 0);
     }
 }

@@ -64,6 +64,9 @@ struct ThreadCounts {
     /// Per outcome, in nanoseconds (584 years of headroom).
     nanos: [AtomicU64; OUTCOMES],
     bytes: [AtomicU64; 3],
+    /// Requests sent on a reused origin connection: one per miss, which a counter
+    /// shared by the workers made move between cores.
+    origin_reused: AtomicU64,
 }
 
 /// Adds `n` to a count only this thread writes.
@@ -109,6 +112,17 @@ impl RequestCounts {
         }
     }
 
+    /// Counts one request sent on a reused origin connection.
+    #[inline]
+    pub fn origin_reused(&self) {
+        add(&self.0.get_or_default().origin_reused, 1);
+    }
+
+    /// The counter of requests sent on reused origin connections, for the registry.
+    pub fn origin_reused_metric(&self) -> CountMetric {
+        CountMetric(self.clone(), Count::OriginReused)
+    }
+
     fn sum(&self, pick: impl Fn(&ThreadCounts) -> &AtomicU64) -> u64 {
         self.0
             .iter()
@@ -151,6 +165,7 @@ impl RequestCounts {
 enum Count {
     Requests(usize, usize),
     Bytes(Bytes),
+    OriginReused,
 }
 
 /// A counter of [`RequestCounts`] as the registry encodes it.
@@ -166,6 +181,7 @@ impl EncodeMetric for CountMetric {
         let value = match self.1 {
             Count::Requests(mode, outcome) => self.0.requests(mode, outcome),
             Count::Bytes(which) => self.0.bytes(which),
+            Count::OriginReused => self.0.sum(|c| &c.origin_reused),
         };
         encoder.encode_counter::<NoLabelSet, _, u64>(&value, None)
     }

@@ -27,15 +27,11 @@ impl PooledConn {
     pub(super) fn release(mut self) {
         self.conn.idle();
         let pool = &self.origin.h1;
-        let mut idle = pool.idle.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < pool.max_idle {
-            idle.push(Idle {
-                conn: self.conn,
-                since: Instant::now(),
-                worker: self.worker,
-            });
-        }
-        drop(idle);
+        pool.give_back(Idle {
+            conn: self.conn,
+            since: Instant::now(),
+            worker: self.worker,
+        });
         pool.counts.available.notify_one();
     }
 }

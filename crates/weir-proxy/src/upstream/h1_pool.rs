@@ -3,7 +3,7 @@
 //! giving back connections, which need that state, is in `h1.rs`.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::h1_conn::{Counts, H1Conn, Place};
@@ -18,19 +18,67 @@ pub(super) struct Idle {
 
 /// One origin's HTTP/1.1 connections.
 pub(super) struct Pool {
-    /// The most recently used last.
-    pub(super) idle: Mutex<Vec<Idle>>,
+    /// The idle connections, in shards by worker (see [`Pool::shard`]).
+    shards: Box<[Shard]>,
     /// Connections open (busy or idle), and the signal that one may be had.
     pub(super) counts: Arc<Counts>,
-    pub(super) max_idle: usize,
+}
+
+/// Some workers' idle connections, the most recently used last, and how many it keeps.
+/// On cache lines of its own: a miss takes a connection and gives it back, and with
+/// one list for every worker each of those took a lock another core had just written.
+#[repr(align(128))]
+struct Shard {
+    idle: Mutex<Vec<Idle>>,
+    max: usize,
+}
+
+/// Shards of a pool: one per core, as the per-core scheduler has one worker per core.
+fn shard_count() -> usize {
+    static COUNT: OnceLock<usize> = OnceLock::new();
+    *COUNT.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(64)))
 }
 
 impl Pool {
+    /// A pool that keeps `max_idle` idle connections at most, shared out among its
+    /// shards (the first ones get the remainder).
     pub(super) fn new(max_idle: usize) -> Pool {
+        let n = shard_count();
         Pool {
-            idle: Mutex::new(Vec::new()),
+            shards: (0..n)
+                .map(|i| Shard {
+                    idle: Mutex::new(Vec::new()),
+                    max: max_idle / n + usize::from(i < max_idle % n),
+                })
+                .collect(),
             counts: Arc::default(),
-            max_idle,
+        }
+    }
+
+    /// The shard of `worker`'s idle connections.
+    fn shard(&self, worker: u16) -> usize {
+        usize::from(worker) % self.shards.len()
+    }
+
+    /// Keeps `conn`, idle: in its worker's shard, else in another with room, else
+    /// nowhere (it is closed).
+    pub(super) fn give_back(&self, conn: Idle) {
+        let own = self.shard(conn.worker);
+        let mut conn = Some(conn);
+        for i in (own..self.shards.len()).chain(0..own) {
+            let shard = &self.shards[i];
+            let mut idle = match i == own {
+                true => lock(&shard.idle),
+                // Another worker's: not waited for.
+                false => match shard.idle.try_lock() {
+                    Ok(idle) => idle,
+                    Err(_) => continue,
+                },
+            };
+            if idle.len() < shard.max {
+                idle.extend(conn.take());
+                return;
+            }
         }
     }
 
@@ -60,17 +108,37 @@ impl Pool {
 
     /// Closes idle connections older than `timeout`, or that the origin closed.
     pub(super) fn close_expired_idle(&self, timeout: Duration) {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        idle.retain_mut(|c| c.since.elapsed() < timeout && c.conn.is_usable());
+        for shard in &self.shards {
+            let mut idle = lock(&shard.idle);
+            idle.retain_mut(|c| c.since.elapsed() < timeout && c.conn.is_usable());
+        }
     }
 
     /// The idle connection a request on `worker` should take: the most recently used
-    /// of that worker's, else (`Near::Any`) the most recently used of all.
+    /// of that worker's, else (`Near::Any`) the most recently used of its shard, else
+    /// of another shard.
     pub(super) fn take_idle(&self, worker: u16, near: Near) -> Option<Idle> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        nearest(&idle, worker, near, |c| c.worker).map(|at| idle.remove(at))
+        let own = self.shard(worker);
+        {
+            let mut idle = lock(&self.shards[own].idle);
+            if let Some(at) = nearest(&idle, worker, near, |c| c.worker) {
+                return Some(idle.remove(at));
+            }
+        }
+        if near == Near::Only {
+            return None;
+        }
+        (own + 1..self.shards.len())
+            .chain(0..own)
+            .find_map(|i| lock(&self.shards[i].idle).pop())
     }
 }
+
+/// A shard's lock: its list is whole even if a thread panicked holding it.
+fn lock(idle: &Mutex<Vec<Idle>>) -> MutexGuard<'_, Vec<Idle>> {
+    idle.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Whose idle connections a request may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Near {
