@@ -118,6 +118,8 @@ impl Keeper {
             }
             flight.spill_to(spill.file(), spill.len());
             self.place = Place::Disk(Some(spill));
+        }
+        if !self.in_memory() {
             // What goes to disk is counted until written (`after_push`).
             self.hold(cache);
         }
@@ -133,7 +135,6 @@ impl Keeper {
             Place::Memory => self.hold(cache).try_add(len as u64),
             Place::Disk(spill @ None) => match cache.spill() {
                 Some(s) => {
-                    self.hold.get_or_insert_with(|| cache.fill_budget().hold());
                     flight.spill_to(s.file(), 0);
                     *spill = Some(s);
                     true
