@@ -294,7 +294,7 @@ impl Fetch {
                             storing = false;
                             self.stop_sharing();
                         }
-                        if storing && keeper.in_memory() && declared == Some(keeper.received()) {
+                        if storing && keeper.in_memory() && keeper.is_complete() {
                             let body = keeper.finish(&self.flight, Some(data.clone())).await;
                             self.store(&mut head, &fetched, body);
                             storing = false;
@@ -306,7 +306,7 @@ impl Fetch {
                             if !keeper.after_push(&self.flight, data).await {
                                 storing = false;
                                 self.stop_sharing();
-                            } else if declared == Some(keeper.received()) {
+                            } else if keeper.is_complete() {
                                 // Stored now, not at the stream's end: a client that has
                                 // read the last byte may leave, and then the flight stops.
                                 let body = keeper.finish(&self.flight, None).await;

@@ -68,9 +68,10 @@ impl Keeper {
         }
     }
 
-    /// Body bytes received so far.
-    pub(super) fn received(&self) -> u64 {
-        self.received
+    /// Whether every byte the response declared is in: the fill stores the body then,
+    /// at once (`fetch.rs`), rather than at the stream's end.
+    pub(super) fn is_complete(&self) -> bool {
+        self.declared == Some(self.received)
     }
 
     /// Whether the body is kept in memory (and is stored from the flight's chunks).
@@ -123,15 +124,12 @@ impl Keeper {
             // What goes to disk is counted until written (`after_push`).
             self.hold(cache);
         }
+        // A body that arrives whole in its first chunk is stored at once, before the
+        // fill waits for anything: it is never held in flight, so it is not counted
+        // (nor is the budget touched).
+        let whole_at_once = self.is_complete() && self.received == len as u64;
         match &mut self.place {
-            // A body that arrives whole in its first chunk is stored at once, before the
-            // fill waits for anything: it is never held in flight, so it is not
-            // counted (nor is the budget touched).
-            Place::Memory
-                if self.declared == Some(self.received) && self.received == len as u64 =>
-            {
-                true
-            }
+            Place::Memory if whole_at_once => true,
             Place::Memory => self.hold(cache).try_add(len as u64),
             Place::Disk(spill @ None) => match cache.spill() {
                 Some(s) => {

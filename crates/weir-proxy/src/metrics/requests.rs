@@ -1,5 +1,6 @@
 //! What every finished transaction adds to the metrics, counted per thread:
-//! `weir_requests_total`, `weir_request_duration_seconds` and the body bytes.
+//! `weir_requests_total`, `weir_request_duration_seconds` and the body bytes; and, as
+//! often, `weir_origin_connections_reused_total`.
 //!
 //! Every transaction adds to these, on whichever worker thread finishes it. As shared
 //! atomics, each addition was a locked instruction on a cache line the other cores
