@@ -46,7 +46,7 @@ pub use body::{Body, BodyReader, FileBody};
 pub use budget::{FillBudget, FillHold};
 pub use cache::{Cache, CacheSettings, InvalidationListener, Lookup};
 pub use cache_control::directive;
-pub use coalesce::{Coalescer, Flight, FlightReader, Join, Sharing};
+pub use coalesce::{Coalescer, Flight, FlightReader, FlightWriter, Join, Sharing};
 pub use compact::with_served_room;
 pub use disk::{DiskSettings, DiskStats};
 pub use freshness::{Heuristic, PolicyOptions};

@@ -86,7 +86,7 @@ impl<H> State<H> {
     /// Wakes every reader that waits. Under the flight's lock, so that no reader checks
     /// the state between the change and its wake-up; a wake-up only schedules the
     /// reader's task.
-    fn wake_readers(&mut self) {
+    pub(super) fn wake_readers(&mut self) {
         for place in &mut self.readers {
             if let Some(waker) = place.waker.take() {
                 waker.wake();

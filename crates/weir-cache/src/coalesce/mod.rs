@@ -17,8 +17,10 @@ use crate::lock::lock;
 
 mod flight;
 mod reader;
+mod writer;
 pub use flight::Flight;
 pub use reader::FlightReader;
+pub use writer::FlightWriter;
 
 /// One shard of the table: the flights of the keys whose hash picks it.
 type Shard<H> = Mutex<HashMap<CacheKey, Arc<Flight<H>>, KeyHashing>>;
@@ -48,8 +50,9 @@ pub enum Sharing {
 
 /// The result of [`Coalescer::join`].
 pub enum Join<H> {
-    /// No fetch was in flight: the caller must start one and write into this flight.
-    Leader(Arc<Flight<H>>, FlightReader<H>),
+    /// No fetch was in flight: the caller must start one and write into this flight
+    /// (and finish it: a writer dropped before that fails the flight).
+    Leader(FlightWriter<H>, FlightReader<H>),
     /// A fetch is in flight: read it.
     Follower(FlightReader<H>),
 }
@@ -103,7 +106,7 @@ impl<H: Clone> Coalescer<H> {
             }
             let flight = Arc::new(Flight::new());
             let reader = flight.reader().expect("a new flight accepts readers");
-            return Ok(Join::Leader(flight, reader));
+            return Ok(Join::Leader(FlightWriter::new(flight), reader));
         }
         // One lookup in the table for a miss (hashing a key is most of its cost).
         let slot = flights.entry(key.clone());
@@ -129,7 +132,7 @@ impl<H: Clone> Coalescer<H> {
                 vacant.insert(flight.clone());
             }
         }
-        Ok(Join::Leader(flight, reader))
+        Ok(Join::Leader(FlightWriter::new(flight), reader))
     }
 
     /// Removes the flight for `key` if it is `flight` (new requests will not join it).

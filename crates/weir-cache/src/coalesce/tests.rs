@@ -250,3 +250,41 @@ async fn the_writer_is_woken_when_a_slow_reader_makes_room_and_when_the_last_one
         .expect("the reader's departure woke the writer");
     reader.await.unwrap();
 }
+
+#[tokio::test]
+async fn a_writer_dropped_before_the_end_fails_the_flight_and_the_next_request_leads() {
+    let c: Coalescer<u16> = Coalescer::new();
+    let Ok(Join::Leader(flight, mut leader)) = c.join(&key(), || None::<()>) else {
+        panic!("first join leads")
+    };
+    let Ok(Join::Follower(mut follower)) = c.join(&key(), || None::<()>) else {
+        panic!("second join follows")
+    };
+    let waiting = tokio::spawn(async move { follower.head().await });
+    tokio::task::yield_now().await;
+    // As when the fetch writing it panics: no head, no end.
+    drop(flight);
+    let head = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await;
+    assert_eq!(head.expect("the waiting reader was woken").unwrap(), None);
+    assert_eq!(leader.head().await, None);
+    assert_eq!(leader.next_chunk().await, Some(Err(())));
+    assert!(matches!(
+        c.join(&key(), || None::<()>),
+        Ok(Join::Leader(..))
+    ));
+}
+
+#[tokio::test]
+async fn a_writer_dropped_after_the_end_changes_nothing() {
+    let c: Coalescer<u16> = Coalescer::new();
+    let Ok(Join::Leader(flight, mut r)) = c.join(&key(), || None::<()>) else {
+        panic!()
+    };
+    flight.set_head(200);
+    flight.push(Bytes::from_static(b"ab")).await;
+    flight.finish(true);
+    drop(flight);
+    assert_eq!(r.head().await, Some(200));
+    assert_eq!(r.next_chunk().await, Some(Ok(Bytes::from_static(b"ab"))));
+    assert_eq!(r.next_chunk().await, None);
+}

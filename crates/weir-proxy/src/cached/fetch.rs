@@ -27,7 +27,7 @@ pub(super) struct Fetch {
     pub(super) engine: Arc<Engine>,
     pub(super) txn: Option<ModTxn>,
     pub(super) key: CacheKey,
-    pub(super) flight: Arc<weir_cache::Flight<FlightHead>>,
+    pub(super) flight: weir_cache::FlightWriter<FlightHead>,
     /// The leader's request, for the storage policy and the variant key.
     pub(super) request: Arc<request::Parts>,
     pub(super) origin: OriginAddr,

@@ -19,7 +19,7 @@ use crate::upstream::OriginRequest;
 /// the invalidation ticket taken before the lookup.
 pub(super) struct Fill {
     pub(super) key: CacheKey,
-    pub(super) flight: Arc<weir_cache::Flight<FlightHead>>,
+    pub(super) flight: weir_cache::FlightWriter<FlightHead>,
     pub(super) stale: Option<Arc<CachedObject>>,
     pub(super) ticket: weir_cache::Ticket,
 }

@@ -241,7 +241,7 @@ mod tests {
     }
 
     /// A flight to push into, as a fill has.
-    fn flight() -> Arc<Flight<Arc<()>>> {
+    fn flight() -> weir_cache::FlightWriter<Arc<()>> {
         let key = weir_cache::CacheKey::for_url("http", "origin.test", "/k");
         match weir_cache::Coalescer::new().join(&key, || None::<()>) {
             Ok(weir_cache::Join::Leader(flight, _reader)) => flight,
