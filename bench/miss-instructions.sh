@@ -35,6 +35,11 @@
 #   UNCACHEABLE=1 bench/miss-instructions.sh
 #                                       # the origin answers `Cache-Control: no-store`:
 #                                       # misses that pass through, not stored
+#   SPLIT=1 bench/miss-instructions.sh  # the origin writes each response's head and
+#                                       # body with two writes (Python's http.server
+#                                       # does), so they may reach Weir apart; by
+#                                       # default it writes them with one, as the nginx
+#                                       # origin of bench/miss.sh does (one writev)
 # CALLGRIND_OPTS adds options to callgrind's (for example --dump-instr=yes).
 # Needs valgrind and python3 (valgrind installed with apt-get when missing); builds
 # the release binary unless BUILD=0.
@@ -77,21 +82,28 @@ cleanup() {
 trap cleanup EXIT
 
 # The origin answers any path with SIZE bytes that the proxy may cache (or, with
-# UNCACHEABLE=1, may not).
+# UNCACHEABLE=1, may not), head and body in one write unless SPLIT=1.
 cat > "$TMP/origin.py" <<'PY'
 import http.server, sys
 body = b"x" * int(sys.argv[2])
 cache_control = sys.argv[3]
+split = sys.argv[4] == "1"
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def log_message(self, *a): pass
     def do_GET(self):
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", cache_control)
-        self.send_header("Content-Type", "text/plain")
-        self.end_headers()
-        self.wfile.write(body)
+        fields = [("Server", self.version_string()), ("Date", self.date_time_string()),
+                  ("Content-Length", str(len(body))), ("Cache-Control", cache_control),
+                  ("Content-Type", "text/plain")]
+        if split:
+            self.send_response_only(200)
+            for name, value in fields:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+        else:
+            head = "HTTP/1.1 200 OK\r\n" + "".join("%s: %s\r\n" % f for f in fields)
+            self.wfile.write((head + "\r\n").encode() + body)
 http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 PY
 # The client: N sequential GETs of new URLs on one keep-alive connection; each must be
@@ -111,7 +123,7 @@ PY
 OPORT=$(pick_port); USED_PORTS+="$OPORT "
 CACHE_CONTROL="max-age=3600"
 [ "${UNCACHEABLE:-0}" = 1 ] && CACHE_CONTROL="no-store"
-python3 "$TMP/origin.py" "$OPORT" "$(size_bytes "$SIZE")" "$CACHE_CONTROL" & PIDS+=($!)
+python3 "$TMP/origin.py" "$OPORT" "$(size_bytes "$SIZE")" "$CACHE_CONTROL" "${SPLIT:-0}" & PIDS+=($!)
 wait_ready origin "${PIDS[-1]}" "$OPORT"
 
 OPTS="${CALLGRIND_OPTS:-}"

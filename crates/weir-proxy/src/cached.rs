@@ -28,6 +28,7 @@ use crate::upstream::OriginAddr;
 use weir_api::{CacheLookup, Event};
 
 mod fetch;
+mod fetch_outcomes;
 mod fill;
 mod hit;
 mod keep;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use http::request;
 use weir_cache::{CacheKey, CachedObject, Join};
 
-use super::fetch::Fetch;
+use super::fetch_outcomes::Fetch;
 use crate::engine::Engine;
 use crate::flight::{FlightHead, FlightOutcome};
 use crate::modules::txn::ModTxn;
