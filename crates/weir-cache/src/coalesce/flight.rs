@@ -86,11 +86,22 @@ impl<H> State<H> {
     /// Wakes every reader that waits. Under the flight's lock, so that no reader checks
     /// the state between the change and its wake-up; a wake-up only schedules the
     /// reader's task.
-    pub(super) fn wake_readers(&mut self) {
+    fn wake_readers(&mut self) {
         for place in &mut self.readers {
             if let Some(waker) = place.waker.take() {
                 waker.wake();
             }
+        }
+    }
+}
+
+impl<H> Flight<H> {
+    /// Marks the flight failed unless it has ended: for its writer going away.
+    pub(super) fn fail_unless_ended(&self) {
+        let mut s = lock(&self.state);
+        if s.end.is_none() {
+            s.end = Some(false);
+            s.wake_readers();
         }
     }
 }

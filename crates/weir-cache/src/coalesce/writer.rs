@@ -5,7 +5,6 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use super::flight::Flight;
-use crate::lock::lock;
 
 /// The handle a flight's leader writes it through ([`Flight::set_head`],
 /// [`Flight::push`], [`Flight::finish`], through `Deref`).
@@ -34,10 +33,6 @@ impl<H> Deref for FlightWriter<H> {
 
 impl<H> Drop for FlightWriter<H> {
     fn drop(&mut self) {
-        let mut s = lock(&self.flight.state);
-        if s.end.is_none() {
-            s.end = Some(false);
-            s.wake_readers();
-        }
+        self.flight.fail_unless_ended();
     }
 }
