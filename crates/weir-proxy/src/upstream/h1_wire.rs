@@ -156,6 +156,9 @@ pub(super) struct ResponseHead {
     length: Result<Option<u64>, ()>,
 }
 
+/// The field a `Connection: close` names along with the connection option.
+const CLOSE: HeaderName = HeaderName::from_static("close");
+
 /// Parses the response head at the start of `buf`, and takes it out of `buf` when it
 /// is complete. `Ok(None)`: more bytes are needed.
 pub(super) fn parse_response(buf: &mut BytesMut) -> Result<Option<ResponseHead>, WireError> {
@@ -190,6 +193,10 @@ pub(super) fn parse_response(buf: &mut BytesMut) -> Result<Option<ResponseHead>,
     // `Cache-Status` or `Age`): an exact map would move all its fields to grow.
     let mut headers = HeaderMap::with_capacity(spans.len() + 2);
     let mut keep_alive = version == Version::HTTP_11;
+    // `close` names a field too (RFC 9110 §7.6.1: a proxy removes every field a
+    // connection option names); the name is reserved, so one is rare and looked for
+    // only in a head that says `close`.
+    let mut close = false;
     let (mut te, mut length) = (None, Ok(None));
     for &(n, nl, v, vl) in spans {
         let name = crate::field_name::field_name(&head[n as usize..(n + nl) as usize])
@@ -209,6 +216,7 @@ pub(super) fn parse_response(buf: &mut BytesMut) -> Result<Option<ResponseHead>,
                 let token = token.trim_ascii();
                 if token.eq_ignore_ascii_case(b"close") {
                     keep_alive = false;
+                    close = true;
                 } else if token.eq_ignore_ascii_case(b"keep-alive") {
                     keep_alive |= version == Version::HTTP_10;
                 } else {
@@ -227,6 +235,9 @@ pub(super) fn parse_response(buf: &mut BytesMut) -> Result<Option<ResponseHead>,
             continue;
         }
         headers.append(name, value);
+    }
+    if close {
+        headers.remove(CLOSE);
     }
     Ok(Some(ResponseHead {
         status,

@@ -191,6 +191,19 @@ fn connection_fields_that_name_no_other_field_are_left_out() {
     assert!(relayed.is_empty(), "{relayed:?}");
 }
 
+#[test]
+fn a_field_named_close_goes_with_connection_close() {
+    // RFC 9110 §7.6.1: every connection option names a field, `close` included.
+    let head = |b: &[u8]| parse(b).unwrap().unwrap();
+    let closing = head(b"HTTP/1.1 200 OK\r\nClose: x\r\nConnection: close\r\nETag: \"a\"\r\n\r\n");
+    assert!(!closing.keep_alive);
+    let names: Vec<_> = closing.headers.keys().map(|n| n.as_str()).collect();
+    assert_eq!(names, ["etag"]);
+    // Without `Connection: close` the field is an ordinary one.
+    let open = head(b"HTTP/1.1 200 OK\r\nClose: x\r\n\r\n");
+    assert_eq!(open.headers["close"], "x");
+}
+
 fn framing(method: Method, bytes: &[u8]) -> (Result<Framing, WireError>, ResponseHead) {
     let mut head = parse(bytes).unwrap().unwrap();
     (response_framing(&method, &mut head), head)
