@@ -147,6 +147,12 @@ impl StoragePolicy {
         }
     }
 
+    /// Whether it is fresh by its own lifetime, whatever a request asks: a request's
+    /// `no-cache` or `max-age` may still send a fresh copy to be validated.
+    pub fn is_fresh(&self, now: SystemTime) -> bool {
+        !self.validate_always && now < self.fresh_until
+    }
+
     /// Its freshness lifetime.
     fn lifetime(&self) -> Duration {
         self.fresh_until

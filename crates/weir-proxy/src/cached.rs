@@ -145,6 +145,9 @@ pub(crate) async fn serve(
             return Ok(Served::module_reply(reply));
         }
     }
+    // A copy fresh by its own lifetime that the lookup calls stale: the request asked
+    // for a validation (its `no-cache` or `max-age`), not the copy's age.
+    let mut validation_asked = false;
     let stale = match found {
         Lookup::Fresh(object) => return Ok(serve_object(&object, &parts, now, hit, HIT)),
         Lookup::Stale(object) => {
@@ -162,6 +165,7 @@ pub(crate) async fn serve(
                     STALE_WHILE_REVALIDATE,
                 ));
             }
+            validation_asked = !revalidate && object.policy.is_fresh(now);
             Some(object)
         }
         Lookup::Miss => None,
@@ -206,6 +210,7 @@ pub(crate) async fn serve(
                 key,
                 flight,
                 stale,
+                asked: validation_asked,
                 ticket,
             };
             // The fill keeps the request; serving the flight needs only its conditions.

@@ -190,7 +190,8 @@ impl Fetch {
                 (false, true) => const { HeaderValue::from_static("weir; fwd=miss; stored") },
                 (false, false) => const { HeaderValue::from_static("weir; fwd=miss") },
                 (true, _) => HeaderValue::from_str(&format!(
-                    "weir; fwd=stale; fwd-status={}{}",
+                    "weir; fwd={}; fwd-status={}{}",
+                    self.forwarded(),
                     parts.status.as_u16(),
                     if storing { "; stored" } else { "" }
                 ))

@@ -30,10 +30,22 @@ pub(super) struct Fetch {
     /// The storage policy obeys targeted cache-control fields (the leader's listener).
     pub(super) targeted: bool,
     pub(super) stale: Option<Arc<CachedObject>>,
+    /// The stale copy was fresh: the request asked for it to be validated
+    /// (`Cache-Control: no-cache` or `max-age=0`), which `Cache-Status` says with
+    /// `fwd=request` rather than `fwd=stale` (RFC 9211 §2.2).
+    pub(super) asked: bool,
     pub(super) ticket: weir_cache::Ticket,
 }
 
 impl Fetch {
+    /// Why a validation went to the origin, as `Cache-Status`'s `fwd` says it.
+    pub(super) fn forwarded(&self) -> &'static str {
+        match self.asked {
+            true => "request",
+            false => "stale",
+        }
+    }
+
     /// The origin confirmed the stale copy: store the refreshed object, serve its body.
     pub(super) async fn refreshed(self, object: CachedObject, now: SystemTime) {
         let object = Arc::new(object);
@@ -43,7 +55,10 @@ impl Fetch {
             CachedObject::clone(&object),
             self.ticket,
         );
-        let cache_status = HeaderValue::from_static("weir; fwd=stale; fwd-status=304");
+        let cache_status = HeaderValue::from_static(match self.asked {
+            true => "weir; fwd=request; fwd-status=304",
+            false => "weir; fwd=stale; fwd-status=304",
+        });
         self.publish_object(&object, now, CacheOutcome::RefreshUnmodified, cache_status)
             .await
     }
@@ -55,7 +70,10 @@ impl Fetch {
         let (outcome, cache_status) = if validated {
             (
                 CacheOutcome::RefreshModified,
-                HeaderValue::from_static("weir; fwd=stale; fwd-status=304"),
+                HeaderValue::from_static(match self.asked {
+                    true => "weir; fwd=request; fwd-status=304",
+                    false => "weir; fwd=stale; fwd-status=304",
+                }),
             )
         } else {
             (
@@ -92,11 +110,15 @@ impl Fetch {
     ) {
         let cache_status = match origin_status {
             Some(s) => HeaderValue::from_str(&format!(
-                "weir; hit; fwd=stale; fwd-status={}; detail=stale-if-error",
+                "weir; hit; fwd={}; fwd-status={}; detail=stale-if-error",
+                self.forwarded(),
                 s.as_u16()
             ))
             .unwrap_or(HeaderValue::from_static("weir; hit; detail=stale-if-error")),
-            None => HeaderValue::from_static("weir; hit; fwd=stale; detail=stale-if-error"),
+            None => HeaderValue::from_static(match self.asked {
+                true => "weir; hit; fwd=request; detail=stale-if-error",
+                false => "weir; hit; fwd=stale; detail=stale-if-error",
+            }),
         };
         let now = SystemTime::now();
         self.publish_object(object, now, CacheOutcome::StaleOnError, cache_status)

@@ -21,6 +21,8 @@ pub(super) struct Fill {
     pub(super) key: CacheKey,
     pub(super) flight: weir_cache::FlightWriter<FlightHead>,
     pub(super) stale: Option<Arc<CachedObject>>,
+    /// The stale copy was fresh: the request asked for it to be validated.
+    pub(super) asked: bool,
     pub(super) ticket: weir_cache::Ticket,
 }
 
@@ -42,6 +44,7 @@ pub(super) fn start_fetch(
         key,
         flight,
         stale,
+        asked,
         ticket,
     } = fill;
     let Target {
@@ -75,6 +78,7 @@ pub(super) fn start_fetch(
         origin,
         targeted,
         stale,
+        asked,
         ticket,
     };
     // Boxed before it is spawned, and made in its box (`boxed.rs`): the fetch's future
@@ -107,6 +111,7 @@ pub(super) fn fetch_in_background(
             key: key.clone(),
             flight,
             stale,
+            asked: false,
             ticket,
         };
         start_fetch(engine, fill, strip_body(parts), target.clone(), txn, false);

@@ -113,6 +113,54 @@ async fn request_no_cache_goes_to_origin() {
     assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "nc"));
     assert_not_hit(&r, "request with no-cache");
     assert_eq!(origin.count("/nc"), 2);
+    // The copy was fresh: the request, not its age, sent it to the origin (RFC 9211).
+    let cs = r.cache_status();
+    assert!(
+        cs_has(&cs, "fwd", Some("request")) && cs_has(&cs, "fwd-status", Some("200")),
+        "expected `weir; fwd=request; fwd-status=200; stored`, got {cs:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_validation_the_request_asked_for_says_so_and_a_stale_one_too() {
+    let (origin, _proxy, client) = setup();
+    for path in ["/asked", "/aged"] {
+        let max_age = if path == "/asked" {
+            "max-age=60"
+        } else {
+            "max-age=1"
+        };
+        origin.route_fn(path, move |req| {
+            if req.header("if-none-match").as_deref() == Some("\"v\"") {
+                Reply::status(304).header("etag", "\"v\"").cc(max_age)
+            } else {
+                Reply::ok("v").header("etag", "\"v\"").cc(max_age)
+            }
+        });
+        get(&client, &origin.url(path), &[]).await;
+    }
+    for directive in ["no-cache", "max-age=0"] {
+        let r = get(
+            &client,
+            &origin.url("/asked"),
+            &[("cache-control", directive)],
+        )
+        .await;
+        assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "v"));
+        let cs = r.cache_status();
+        assert!(
+            cs_has(&cs, "fwd", Some("request")) && cs_has(&cs, "fwd-status", Some("304")),
+            "{directive}: expected `weir; fwd=request; fwd-status=304`, got {cs:?}"
+        );
+    }
+    assert_eq!(origin.count("/asked"), 3);
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let r = get(&client, &origin.url("/aged"), &[]).await;
+    let cs = r.cache_status();
+    assert!(
+        cs_has(&cs, "fwd", Some("stale")) && cs_has(&cs, "fwd-status", Some("304")),
+        "expected `weir; fwd=stale; fwd-status=304`, got {cs:?}"
+    );
 }
 
 #[tokio::test]
