@@ -297,6 +297,16 @@ fn check_refuses_paths_that_run_could_not_use() {
             "cache.disk",
             "is not a directory",
         ),
+        (
+            // Its parent is a file: the directory could never be made.
+            format!(
+                "[cache]\ndisk = {{ path = {:?}, size = \"100MiB\" }}\n",
+                file.join("cache").display().to_string()
+            ),
+            2,
+            "cache.disk",
+            "cannot be created",
+        ),
     ];
     for (i, (text, line, key, needle)) in cases.into_iter().enumerate() {
         let path = dir.join(format!("paths-{i}.toml"));

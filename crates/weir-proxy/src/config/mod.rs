@@ -5,7 +5,8 @@
 //! The files form layers, each using only those below it: the vocabulary (`units`,
 //! `spans`, `values`, `error`), the sections (`access`, `cache`, `tls`, `origin`,
 //! `listen`, `module`, `limits`, `process`, `cluster`), the whole [`Config`] (`whole`), its
-//! validation (`validate`), and its loading (`load`). This file only declares them and
+//! validation (`validate`, with `paths` for what the settings name on disk), and its
+//! loading (`load`). This file only declares them and
 //! re-exports what the rest of the crate names.
 
 mod access;
@@ -17,6 +18,7 @@ mod listen;
 mod load;
 mod module;
 mod origin;
+mod paths;
 mod ports;
 mod process;
 mod refresh;

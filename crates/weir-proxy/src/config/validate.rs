@@ -6,6 +6,7 @@ use super::cache::DiskConfig;
 use super::error::Issue;
 use super::listen::{ListenConfig, ListenMode};
 use super::origin::OriginUrl;
+use super::paths::{access_log_problem, disk_dir_problem};
 use super::process::LogDestination;
 use super::spans::KeyPath;
 use super::whole::Config;
@@ -143,12 +144,9 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
         let at = KeyPath::top("cache").key("disk");
         if path.as_os_str().is_empty() {
             report(vec![at.clone()], "`path` must not be empty".into());
-        } else if path.exists() && !path.is_dir() {
+        } else if let Some(problem) = disk_dir_problem(path) {
             // The disk tier would start without storing anything; say so now.
-            report(
-                vec![at.clone()],
-                format!("`path` {} exists and is not a directory", path.display()),
-            );
+            report(vec![at.clone()], problem);
         }
         if size.0 == 0 {
             report(vec![at.clone()], "`size` must be greater than 0".into());
@@ -320,27 +318,6 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
         }
     }
     issues
-}
-
-/// Why the access log could not be opened at `path` (the same checks `weir run` would
-/// fail on), if it could not: its directory must exist, and it must not be a
-/// directory itself.
-fn access_log_problem(path: &std::path::Path) -> Option<String> {
-    if path.is_dir() {
-        return Some(format!("{} is a directory, not a file", path.display()));
-    }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    if !dir.is_dir() {
-        return Some(format!(
-            "the directory {} of {} does not exist",
-            dir.display(),
-            path.display()
-        ));
-    }
-    None
 }
 
 /// TLS and the PROXY protocol on one listener: what its mode allows, and every
