@@ -6,8 +6,8 @@ use std::path::Path;
 use nix::unistd::{access, AccessFlags};
 
 /// Why the access log could not be opened at `path` (the same checks `weir run` would
-/// fail on), if it could not: its directory must exist, and it must not be a
-/// directory itself.
+/// fail on), if it could not: its directory must exist, it must not be a directory
+/// itself, and this process must be allowed to write it (or to create it there).
 pub(super) fn access_log_problem(path: &Path) -> Option<String> {
     if path.is_dir() {
         return Some(format!("{} is a directory, not a file", path.display()));
@@ -23,7 +23,13 @@ pub(super) fn access_log_problem(path: &Path) -> Option<String> {
             path.display()
         ));
     }
-    None
+    let (target, flags) = match path.exists() {
+        true => (path, AccessFlags::W_OK),
+        false => (dir, AccessFlags::W_OK | AccessFlags::X_OK),
+    };
+    access(target, flags)
+        .err()
+        .map(|e| format!("{} is not writable ({})", target.display(), e.desc()))
 }
 
 /// Why the disk tier could not keep its files in `dir`, if it could not: `dir` must be
@@ -95,6 +101,19 @@ mod tests {
         );
         // Nothing was created by asking.
         assert!(!base.join("a").exists());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn an_access_log_needs_a_directory_to_be_written_in() {
+        let base = std::env::temp_dir().join(format!("weir-log-paths-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        assert_eq!(access_log_problem(&base.join("access.log")), None);
+        let missing = access_log_problem(&base.join("no/access.log")).unwrap();
+        assert!(missing.contains("does not exist"), "{missing}");
+        let dir = access_log_problem(&base).unwrap();
+        assert!(dir.contains("is a directory"), "{dir}");
+        assert!(!base.join("access.log").exists(), "nothing made by asking");
         std::fs::remove_dir_all(&base).unwrap();
     }
 }
