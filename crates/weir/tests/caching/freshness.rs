@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::common::*;
-use crate::helpers::{age, assert_hit, assert_not_hit, setup};
+use crate::helpers::{age, assert_forwarded, assert_hit, assert_not_hit, setup};
 
 #[tokio::test]
 async fn heuristic_freshness_from_last_modified() {
@@ -114,11 +114,7 @@ async fn request_no_cache_goes_to_origin() {
     assert_not_hit(&r, "request with no-cache");
     assert_eq!(origin.count("/nc"), 2);
     // The copy was fresh: the request, not its age, sent it to the origin (RFC 9211).
-    let cs = r.cache_status();
-    assert!(
-        cs_has(&cs, "fwd", Some("request")) && cs_has(&cs, "fwd-status", Some("200")),
-        "expected `weir; fwd=request; fwd-status=200; stored`, got {cs:?}"
-    );
+    assert_forwarded(&r, "request", "200", "request with no-cache");
 }
 
 #[tokio::test]
@@ -147,20 +143,12 @@ async fn a_validation_the_request_asked_for_says_so_and_a_stale_one_too() {
         )
         .await;
         assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "v"));
-        let cs = r.cache_status();
-        assert!(
-            cs_has(&cs, "fwd", Some("request")) && cs_has(&cs, "fwd-status", Some("304")),
-            "{directive}: expected `weir; fwd=request; fwd-status=304`, got {cs:?}"
-        );
+        assert_forwarded(&r, "request", "304", directive);
     }
     assert_eq!(origin.count("/asked"), 3);
     tokio::time::sleep(Duration::from_millis(1300)).await;
     let r = get(&client, &origin.url("/aged"), &[]).await;
-    let cs = r.cache_status();
-    assert!(
-        cs_has(&cs, "fwd", Some("stale")) && cs_has(&cs, "fwd-status", Some("304")),
-        "expected `weir; fwd=stale; fwd-status=304`, got {cs:?}"
-    );
+    assert_forwarded(&r, "stale", "304", "an entry past its max-age");
 }
 
 #[tokio::test]

@@ -34,6 +34,16 @@ pub fn assert_stored_miss(r: &Fetched, what: &str) {
     );
 }
 
+/// `Cache-Status` says the request went to the origin because of `fwd` (`stale`,
+/// `request`, ...) and the origin answered `status`.
+pub fn assert_forwarded(r: &Fetched, fwd: &str, status: &str, what: &str) {
+    let cs = r.cache_status();
+    assert!(
+        cs_has(&cs, "fwd", Some(fwd)) && cs_has(&cs, "fwd-status", Some(status)),
+        "{what}: expected `weir; fwd={fwd}; fwd-status={status}`, got {cs:?}"
+    );
+}
+
 pub fn age(r: &Fetched) -> u64 {
     r.header("age")
         .unwrap_or_else(|| panic!("no Age header; headers: {:?}", r.headers))
