@@ -47,7 +47,11 @@
 # Environment
 #   PART        misses, memory or all (default all)
 #   DURATION    wrk duration of one misses round (default 10s)
-#   RUNS        rounds per proxy after the first; the median is reported (default 3)
+#   RUNS        rounds per proxy after the first; the median is reported (default 3),
+#               and, for each proxy against Weir, the median of the rounds' own ratios
+#               (Weir's round N over this proxy's round N) with their range
+#   ORDER       fixed (default: PROXIES' order every round) or alternate (the order
+#               reversed every other round, so that neither proxy always runs first)
 #   CONNS       wrk connections (default 64)
 #   THREADS     wrk threads (default 1)
 #   SIZE        object size of the misses part: N, Nk or Nm (default 1k)
@@ -105,6 +109,7 @@ fi
 PART="${PART:-all}"
 DURATION="${DURATION:-10s}"
 RUNS="${RUNS:-3}"
+ORDER="${ORDER:-fixed}"
 CONNS="${CONNS:-64}"
 THREADS="${THREADS:-1}"
 SIZE="${SIZE:-1k}"
@@ -521,7 +526,12 @@ if do_part misses; then
     }
     log "misses: $SIZE objects, a first round then $RUNS rounds of $DURATION, wrk -t$THREADS -c$CONNS; order ${PROXY_LIST[*]}"
     for round in $(seq 0 "$RUNS"); do
-        for proxy in "${PROXY_LIST[@]}"; do measure "$proxy" "$round"; done
+        order=("${PROXY_LIST[@]}")
+        if [ "$ORDER" = alternate ] && [ $((round % 2)) = 1 ]; then
+            order=()
+            for ((k = ${#PROXY_LIST[@]} - 1; k >= 0; k--)); do order+=("${PROXY_LIST[$k]}"); done
+        fi
+        for proxy in "${order[@]}"; do measure "$proxy" "$round"; done
         if [ "$DIRECT" = 1 ] && [ "$round" -gt 0 ]; then measure origin "$round"; fi
     done
 
@@ -540,12 +550,13 @@ if do_part misses; then
         NR > 1 {
             if ($2 == 0) { first[$1] = $6; next }
             rpc[$1] = rpc[$1] " " $6; wall[$1] = wall[$1] " " $7; p50[$1] = p50[$1] " " $8; p99[$1] = p99[$1] " " $9
+            at[$1, $2] = $6
             per[$1] = per[$1] (per[$1] == "" ? "" : " / ") th($6)
             n[$1]++; err[$1] += $10 + $11
         }
         END {
-            print "| proxy | misses/CPU-s | first round (fresh process) | per round | req/s (wall) | p50 | p99 | p50 added vs origin | Weir/this (misses/CPU-s) | errors |"
-            print "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"
+            print "| proxy | misses/CPU-s | first round (fresh process) | per round | req/s (wall) | p50 | p99 | p50 added vs origin | Weir/this (misses/CPU-s) | Weir/this, round by round | errors |"
+            print "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
             np = split(order, P, " ")
             if (n["origin"]) { P[++np] = "origin" }
             w = n["weir"] ? median(rpc["weir"]) : 0
@@ -554,9 +565,21 @@ if do_part misses; then
                 m = median(rpc[p])
                 added = (p != "origin" && n["origin"]) ? sprintf("%.2f ms", (median(p50[p]) - median(p50["origin"])) / 1000) : ""
                 ratio = (p != "origin" && p != "weir" && w) ? sprintf("%.2fx", w / m) : ""
-                printf "| %s | %s | %s | %s | %s | %.2f ms | %.2f ms | %s | %s | %s |\n", name(p), th(m),
+                # The ratio within each round: a slowdown of the machine that lasts a few
+                # rounds moves both proxies of a round alike, and cancels out here.
+                paired = ""
+                if (p != "origin" && p != "weir" && w) {
+                    list = ""; lo = 0; hi = 0
+                    for (r = 1; r <= n[p]; r++) {
+                        if (!(("weir", r) in at) || !((p, r) in at) || at[p, r] == 0) continue
+                        q = at["weir", r] / at[p, r]; list = list " " q
+                        if (lo == 0 || q < lo) lo = q; if (q > hi) hi = q
+                    }
+                    if (list != "") paired = sprintf("%.3fx (%.2f–%.2f)", median(list), lo, hi)
+                }
+                printf "| %s | %s | %s | %s | %s | %.2f ms | %.2f ms | %s | %s | %s | %s |\n", name(p), th(m),
                     (p in first) ? th(first[p]) : "", per[p], th(median(wall[p])), median(p50[p]) / 1000,
-                    median(p99[p]) / 1000, added, ratio, err[p] ? err[p] : "none"
+                    median(p99[p]) / 1000, added, ratio, paired, err[p] ? err[p] : "none"
             }
         }' "$TSV" >"$RAW/misses.md"
     {
@@ -564,7 +587,7 @@ if do_part misses; then
         echo
         cat "$RAW/misses.md"
         echo
-        echo "Median of $RUNS rounds per row after a first round right after start (not in the median); wrk -t$THREADS -c$CONNS -d$DURATION, every request a new URL; the origin's CPU is never in a proxy's row (the "origin direct" row is the origin alone, for the added latency); errors are summed over the rounds."
+        echo "Median of $RUNS rounds per row after a first round right after start (not in the median); "round by round": the median of the ratios of the rounds with the same number, and their range (ORDER=$ORDER); wrk -t$THREADS -c$CONNS -d$DURATION, every request a new URL; the origin's CPU is never in a proxy's row (the "origin direct" row is the origin alone, for the added latency); errors are summed over the rounds."
         echo
     } >>"$TABLES"
     # The memory part runs Weir alone.
