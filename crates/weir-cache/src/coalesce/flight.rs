@@ -4,7 +4,6 @@
 //! Its own file, below the coalescer and the readers, which both work on a flight's
 //! state.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
@@ -13,6 +12,7 @@ use bytes::Bytes;
 use futures_util::task::AtomicWaker;
 use smallvec::SmallVec;
 
+use super::chunks::Chunks;
 use crate::lock::lock;
 use crate::spill::SpillFile;
 
@@ -44,7 +44,7 @@ pub struct Flight<H> {
 
 pub(super) struct State<H> {
     pub(super) head: Option<H>,
-    pub(super) chunks: VecDeque<Bytes>,
+    pub(super) chunks: Chunks,
     /// Absolute index of `chunks[0]`.
     pub(super) base: usize,
     /// Byte offset in the body of `chunks[0]`.
@@ -111,7 +111,7 @@ impl<H: Clone> Flight<H> {
         Flight {
             state: Mutex::new(State {
                 head: None,
-                chunks: VecDeque::new(),
+                chunks: Chunks::default(),
                 base: 0,
                 base_bytes: 0,
                 buffered: 0,

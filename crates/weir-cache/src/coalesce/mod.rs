@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use crate::key::{CacheKey, KeyHashing};
 use crate::lock::lock;
 
+mod chunks;
 mod flight;
 mod reader;
 mod writer;

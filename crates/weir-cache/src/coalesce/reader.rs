@@ -136,8 +136,7 @@ impl<H: Clone> FlightReader<H> {
         }
         // Back from the file exactly where memory starts.
         self.pos = self.pos.max(s.base);
-        if self.pos < s.base + s.chunks.len() {
-            let chunk = s.chunks[self.pos - s.base].clone();
+        if let Some(chunk) = s.chunks.get(self.pos - s.base).cloned() {
             self.pos += 1;
             self.at += chunk.len() as u64;
             if let Some(r) = s.readers.iter_mut().find(|r| r.id == self.id) {

@@ -181,6 +181,11 @@ impl Keeper {
     ) -> Option<Body> {
         if self.in_memory() {
             let mut chunks = flight.retained_body()?;
+            // A body in one chunk (the last, not pushed yet) needs no list.
+            if chunks.is_empty() {
+                let whole = last.map_or_else(Bytes::new, |c| own(c, self.from_origin));
+                return Some(Body::Memory(whole));
+            }
             chunks.extend(last);
             return Some(Body::Memory(concat(chunks, self.from_origin)));
         }
@@ -202,11 +207,7 @@ impl Keeper {
 fn concat(mut chunks: Vec<Bytes>, from_origin: bool) -> Bytes {
     match chunks.len() {
         0 => Bytes::new(),
-        // A chunk of the origin's that owns exactly its bytes is kept as it is.
-        1 if from_origin && crate::upstream::owns_its_bytes(&chunks[0]) => {
-            chunks.pop().expect("one chunk")
-        }
-        1 => Bytes::copy_from_slice(&chunks[0]),
+        1 => own(chunks.pop().expect("one chunk"), from_origin),
         _ => {
             let mut b = BytesMut::with_capacity(chunks.iter().map(Bytes::len).sum());
             for c in chunks {
@@ -214,6 +215,15 @@ fn concat(mut chunks: Vec<Bytes>, from_origin: bool) -> Bytes {
             }
             b.freeze()
         }
+    }
+}
+
+/// One chunk as the stored body: as it is when it is an origin's chunk that owns
+/// exactly its bytes, else copied into an allocation of its own.
+fn own(chunk: Bytes, from_origin: bool) -> Bytes {
+    match from_origin && crate::upstream::owns_its_bytes(&chunk) {
+        true => chunk,
+        false => Bytes::copy_from_slice(&chunk),
     }
 }
 
