@@ -46,6 +46,14 @@ impl Fetch {
         }
     }
 
+    /// `Cache-Status` of a validation the origin answered with 304.
+    fn validated_by_304(&self) -> HeaderValue {
+        HeaderValue::from_static(match self.asked {
+            true => "weir; fwd=request; fwd-status=304",
+            false => "weir; fwd=stale; fwd-status=304",
+        })
+    }
+
     /// The origin confirmed the stale copy: store the refreshed object, serve its body.
     pub(super) async fn refreshed(self, object: CachedObject, now: SystemTime) {
         let object = Arc::new(object);
@@ -55,10 +63,7 @@ impl Fetch {
             CachedObject::clone(&object),
             self.ticket,
         );
-        let cache_status = HeaderValue::from_static(match self.asked {
-            true => "weir; fwd=request; fwd-status=304",
-            false => "weir; fwd=stale; fwd-status=304",
-        });
+        let cache_status = self.validated_by_304();
         self.publish_object(&object, now, CacheOutcome::RefreshUnmodified, cache_status)
             .await
     }
@@ -68,13 +73,7 @@ impl Fetch {
     pub(super) async fn pass_on(self, parts: http::response::Parts, validated: bool) {
         self.stop_sharing();
         let (outcome, cache_status) = if validated {
-            (
-                CacheOutcome::RefreshModified,
-                HeaderValue::from_static(match self.asked {
-                    true => "weir; fwd=request; fwd-status=304",
-                    false => "weir; fwd=stale; fwd-status=304",
-                }),
-            )
+            (CacheOutcome::RefreshModified, self.validated_by_304())
         } else {
             (
                 CacheOutcome::Miss,

@@ -39,17 +39,16 @@ pub(super) fn access_log_problem(path: &Path) -> Option<String> {
 /// cannot use the directory, and keep nothing on disk.
 pub(super) fn disk_dir_problem(dir: &Path) -> Option<String> {
     // The nearest part of the path that exists: where the tier's directory would be
-    // made, or the directory itself.
-    let mut existing = dir;
-    while !existing.exists() {
-        existing = match existing.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        if existing == Path::new(".") {
-            break;
-        }
-    }
+    // made, or the directory itself (a relative path's last ancestor is empty: the
+    // working directory).
+    let existing = dir
+        .ancestors()
+        .map(|p| match p.as_os_str().is_empty() {
+            true => Path::new("."),
+            false => p,
+        })
+        .find(|p| p.exists())
+        .unwrap_or(Path::new("."));
     let made = existing != dir;
     if !existing.is_dir() {
         return Some(match made {
