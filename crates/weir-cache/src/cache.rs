@@ -13,6 +13,7 @@ use crate::disk::{DiskLimits, DiskSettings, DiskTier};
 use crate::freshness::{Heuristic, PolicyOptions};
 use crate::invalidation::{Invalidation, Invalidations, Ticket, RETAIN_AT_MOST, RETAIN_FOR};
 use crate::key::CacheKey;
+use crate::lock::lock;
 use crate::object::CachedObject;
 use crate::policy::Freshness;
 use crate::storage::{MemoryStorage, Storage, StoredItem, VariantSet};
@@ -336,7 +337,7 @@ impl Cache {
         };
         let vkey = key.variant(&set.vary, &request.headers);
         {
-            let mut keys = set.keys.lock().unwrap_or_else(|e| e.into_inner());
+            let mut keys = lock(&set.keys);
             if !keys.contains(&vkey) {
                 keys.push(vkey.clone());
             }
@@ -382,10 +383,7 @@ impl Cache {
     }
 
     pub(crate) fn index_module_variant(&self, key: &CacheKey) {
-        let mut index = self
-            .module_variants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut index = lock(&self.module_variants);
         let keys = index.by_url.entry(key.url().into()).or_default();
         if !keys.contains(key) {
             keys.push(key.clone());
@@ -403,10 +401,7 @@ impl Cache {
 
     /// The module-variant keys indexed for `url`, removed from the index if `take`.
     pub(crate) fn module_variant_keys(&self, url: &str, take: bool) -> Vec<CacheKey> {
-        let mut index = self
-            .module_variants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut index = lock(&self.module_variants);
         if take {
             index.by_url.remove(url).unwrap_or_default()
         } else {
@@ -419,7 +414,7 @@ impl Cache {
             None | Some(StoredItem::Parts(_)) => Vec::new(),
             Some(StoredItem::Object(o)) => vec![(key.clone(), o)],
             Some(StoredItem::Variants(set)) => {
-                let keys = set.keys.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let keys = lock(&set.keys).clone();
                 keys.into_iter()
                     .filter_map(|k| match self.storage.get(&k) {
                         Some(StoredItem::Object(o)) => Some((k, o)),
@@ -450,7 +445,7 @@ impl Cache {
     }
 
     fn remove_variants(&self, set: &VariantSet) -> usize {
-        let keys = std::mem::take(&mut *set.keys.lock().unwrap_or_else(|e| e.into_inner()));
+        let keys = std::mem::take(&mut *lock(&set.keys));
         let mut removed = 0;
         for k in keys {
             if let Some(StoredItem::Object(_)) = self.storage.get(&k) {

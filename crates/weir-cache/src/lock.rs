@@ -1,7 +1,7 @@
 //! Taking a mutex whether or not a thread panicked while holding it.
 //!
-//! Its own file because the disk tier and the coalescer both lock this way, each from
-//! several files.
+//! Its own file because the disk tier, the coalescer and the cache's own maps (variant
+//! keys, module variants) all lock this way, each from several files.
 
 use std::sync::{Mutex, MutexGuard};
 

@@ -7,6 +7,7 @@ use std::time::Instant;
 use crate::cache::Cache;
 use crate::invalidation::Invalidation;
 use crate::key::CacheKey;
+use crate::lock::lock;
 use crate::purge_stats::PurgeStats;
 use crate::storage::StoredItem;
 
@@ -34,9 +35,7 @@ impl Cache {
         let removed = match &what {
             Invalidation::Url(url) => self.remove_url(url),
             Invalidation::Prefix(prefix) => {
-                self.module_variants
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
+                lock(&self.module_variants)
                     .by_url
                     .retain(|url, _| !url.starts_with(prefix.as_str()));
                 self.remove_where(|key, _| key.url().starts_with(prefix.as_str()))
