@@ -89,7 +89,7 @@ impl Default for CacheSettings {
             max_object_bytes: 64 << 20,
             heuristic_fraction: 0.1,
             heuristic_max: crate::freshness::HEURISTIC_MAX,
-            refuse_set_cookie: false,
+            refuse_set_cookie: true,
             collapse: true,
             targeted_fields: vec![HeaderName::from_static(crate::targeted::CDN_CACHE_CONTROL)],
             tag_headers: crate::tags::DEFAULT_TAG_HEADERS

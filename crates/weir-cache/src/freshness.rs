@@ -23,7 +23,8 @@ pub struct PolicyOptions<'a> {
     /// Targeted fields (RFC 9213) that this cache obeys instead of `Cache-Control` and
     /// `Expires`, most specific first; empty to obey only `Cache-Control`.
     pub targeted_fields: &'a [HeaderName],
-    /// Refuse to store responses that set cookies, whatever their freshness.
+    /// Refuse to store responses that set cookies, whatever their freshness, unless a
+    /// qualified `private` or `no-cache` keeps `Set-Cookie` out of the stored copy.
     pub refuse_set_cookie: bool,
 }
 
@@ -183,10 +184,21 @@ fn storable(
     if asked.authorization && !(cc.public || cc.must_revalidate || cc.s_maxage.is_some()) {
         return false;
     }
-    if options.refuse_set_cookie && fields.set_cookie {
+    if options.refuse_set_cookie && fields.set_cookie && !keeps_out_cookies(cc) {
         return false;
     }
     explicit || cc.public || HEURISTIC_STATUSES.contains(&status.as_u16())
+}
+
+/// Whether a qualified `private` or `no-cache` names `Set-Cookie`, so the stored copy
+/// would not carry anyone's cookie: the origin's own way to share the rest.
+fn keeps_out_cookies(cc: &ResponseDirectives) -> bool {
+    [&cc.private, &cc.no_cache]
+        .into_iter()
+        .any(|scope| match scope {
+            FieldScope::Fields(names) => names.iter().any(|n| n == "set-cookie"),
+            _ => false,
+        })
 }
 
 /// Status codes whose caching rules Weir implements (for `must-understand`).

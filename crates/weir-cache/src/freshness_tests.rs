@@ -149,14 +149,31 @@ fn qualified_private_and_no_cache_name_fields_not_stored() {
 }
 
 #[test]
-fn set_cookie_is_stored_unless_refused() {
-    let h = [("cache-control", "max-age=60"), ("set-cookie", "a=1")];
-    assert!(assess_ok(&h).storable);
+fn set_cookie_is_refused_unless_kept_out_or_allowed() {
     let refuse = PolicyOptions {
         refuse_set_cookie: true,
         ..PolicyOptions::default()
     };
+    let h = [("cache-control", "max-age=60"), ("set-cookie", "a=1")];
+    assert!(assess_ok(&h).storable);
     assert!(!assess_with(200, &h, &refuse).storable);
+    assert!(
+        !assess_with(
+            200,
+            &[("cache-control", "public, max-age=60"), h[1]],
+            &refuse
+        )
+        .storable
+    );
+    for cc in [
+        r#"max-age=60, private="Set-Cookie""#,
+        r#"max-age=60, no-cache="x-a, set-cookie""#,
+    ] {
+        let kept_out = [("cache-control", cc), ("set-cookie", "a=1")];
+        assert!(assess_with(200, &kept_out, &refuse).storable, "{cc}");
+    }
+    let other = [("cache-control", r#"max-age=60, private="x-a""#), h[1]];
+    assert!(!assess_with(200, &other, &refuse).storable);
 }
 
 #[test]

@@ -25,8 +25,10 @@ pub struct CacheConfig {
     /// Concurrent misses for one URL share one origin fetch (collapsed forwarding).
     /// Default: true.
     pub collapse: bool,
-    /// Never store a response that sets a cookie, whatever its caching fields say
-    /// (Varnish's habit). Default: false, as RFC 9111 leaves it to the origin.
+    /// Never store a response that sets a cookie, unless a qualified `private` or
+    /// `no-cache` keeps `Set-Cookie` out of the stored copy. Default: true, as
+    /// Varnish and nginx do (RFC 9111 §7.3 would let the origin decide, and
+    /// origins that forget `private` would hand one client's session to others).
     pub refuse_set_cookie: bool,
     /// A targeted cache-control field of this cache's own (RFC 9213), obeyed before
     /// `CDN-Cache-Control` by listeners that obey targeted fields.
@@ -76,7 +78,7 @@ impl Default for CacheConfig {
             heuristic_max: Seconds::from_secs(3.0 * 86400.0),
             refresh: Vec::new(),
             collapse: true,
-            refuse_set_cookie: false,
+            refuse_set_cookie: true,
             targeted_field: None,
             max_memory_object: ByteSize(1 << 20),
             disk: DiskConfig::On {

@@ -149,28 +149,46 @@ async fn qualified_no_cache_and_private_fields_are_not_reused() {
     assert_eq!(second.header("x-kept").as_deref(), Some("k"));
 }
 
+/// A cookie is one client's: by default a response that sets one is not stored, even
+/// `public`, unless the origin keeps `Set-Cookie` out of the stored copy; an operator
+/// may store it as RFC 9111 allows.
 #[tokio::test]
-async fn set_cookie_is_stored_unless_the_operator_refuses() {
+async fn set_cookie_is_not_stored_unless_kept_out_or_allowed() {
     let origin = TestOrigin::start();
+    for (path, cc) in [
+        ("/cookie", "max-age=3600"),
+        ("/public", "public, max-age=3600"),
+    ] {
+        origin.route(path, Reply::ok("c").cc(cc).header("set-cookie", "a=1"));
+    }
     origin.route(
-        "/cookie",
-        Reply::ok("c")
-            .cc("max-age=3600")
+        "/kept-out",
+        Reply::ok("k")
+            .cc(r#"max-age=3600, private="Set-Cookie""#)
             .header("set-cookie", "a=1"),
     );
     let proxy = Proxy::forward();
     let client = proxied_client(proxy.forward_addr());
-    let (_, second) = twice(&client, &origin.url("/cookie")).await;
-    assert_hit(&second, "Set-Cookie with max-age");
-    assert_eq!(second.header("set-cookie").as_deref(), Some("a=1"));
+    for path in ["/cookie", "/public"] {
+        let (first, second) = twice(&client, &origin.url(path)).await;
+        assert_eq!(first.header("set-cookie").as_deref(), Some("a=1"));
+        assert_not_hit(&second, path);
+        assert_eq!(second.header("set-cookie").as_deref(), Some("a=1"));
+    }
+    assert_eq!(origin.count("/cookie"), 2);
+    let (first, second) = twice(&client, &origin.url("/kept-out")).await;
+    assert_eq!(first.header("set-cookie").as_deref(), Some("a=1"));
+    assert_hit(&second, "private=\"Set-Cookie\"");
+    assert_eq!(second.header("set-cookie"), None);
 
-    let refusing = Proxy::builder()
+    let storing = Proxy::builder()
         .forward()
-        .option("cache", "refuse_set_cookie", "true")
+        .option("cache", "refuse_set_cookie", "false")
         .start();
-    let client = proxied_client(refusing.forward_addr());
+    let client = proxied_client(storing.forward_addr());
     let (_, second) = twice(&client, &origin.url("/cookie")).await;
-    assert_not_hit(&second, "refuse_set_cookie");
+    assert_hit(&second, "refuse_set_cookie = false");
+    assert_eq!(second.header("set-cookie").as_deref(), Some("a=1"));
 }
 
 #[tokio::test]

@@ -139,12 +139,13 @@ fn targeted_field() {
         "cache.targeted_field",
         "not a header name",
     );
-    let c = parse("[cache]\ntargeted_field = \"Weir-Cache-Control\"\nrefuse_set_cookie = true\n");
+    assert!(parse("").cache.refuse_set_cookie, "refused by default");
+    let c = parse("[cache]\ntargeted_field = \"Weir-Cache-Control\"\nrefuse_set_cookie = false\n");
     assert_eq!(
         c.cache.targeted_field.unwrap().as_str(),
         "weir-cache-control"
     );
-    assert!(c.cache.refuse_set_cookie);
+    assert!(!c.cache.refuse_set_cookie);
 }
 
 #[test]
