@@ -31,7 +31,7 @@ use crate::metrics::Metrics;
 mod proxy_connection;
 mod replacement;
 
-use replacement::replacement_for;
+use replacement::{replacement_for, target_longer_than, Oversize};
 
 /// What the guard found, shared with the connection's transactions.
 #[derive(Default)]
@@ -68,8 +68,8 @@ pub(crate) struct FramingGuard<IO> {
     header_limit: usize,
     /// Past this many bytes hyper refuses a head (its buffer) and the guard stops.
     head_limit: usize,
-    /// The last head had more fields than a request may carry.
-    too_many_fields: bool,
+    /// Why the last head was too large, when it was.
+    oversize: Oversize,
     report: Arc<FramingReport>,
     metrics: Arc<Metrics>,
     /// A replacement for hyper's bare error answer, being written: (bytes, written,
@@ -88,7 +88,7 @@ impl<IO> FramingGuard<IO> {
                 first_read: true,
                 header_limit,
                 head_limit: 2 * header_limit + 8192,
-                too_many_fields: false,
+                oversize: Oversize::Section,
                 report: report.clone(),
                 metrics,
                 replacing: None,
@@ -190,6 +190,9 @@ impl<IO> FramingGuard<IO> {
                         }
                         None => {
                             if buf.len() > self.head_limit {
+                                if target_longer_than(buf, self.header_limit) {
+                                    self.oversize = Oversize::Target;
+                                }
                                 self.state = State::Off;
                             }
                             data.len()
@@ -298,7 +301,9 @@ impl<IO> FramingGuard<IO> {
         match req.parse_with_uninit_headers(head, &mut fields) {
             Ok(httparse::Status::Complete(_)) => {}
             parsed => {
-                self.too_many_fields = matches!(parsed, Err(httparse::Error::TooManyHeaders));
+                if matches!(parsed, Err(httparse::Error::TooManyHeaders)) {
+                    self.oversize = Oversize::Fields;
+                }
                 self.state = State::Off;
                 return None;
             }
@@ -398,7 +403,7 @@ impl<IO: AsyncWrite + Unpin> FramingGuard<IO> {
     }
 
     fn start_replacing(&mut self, head: &[u8]) -> bool {
-        match replacement_for(head, self.header_limit, self.too_many_fields) {
+        match replacement_for(head, self.header_limit, self.oversize) {
             Some((bytes, kind)) => {
                 self.metrics.error(kind);
                 self.replacing = Some((bytes, 0, head.len()));

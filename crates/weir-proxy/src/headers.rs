@@ -223,18 +223,39 @@ pub(crate) fn content_length(headers: &HeaderMap) -> Option<u64> {
 /// the same number.
 pub(crate) const MAX_REQUEST_FIELDS: usize = 256;
 
-/// Why a request head is refused with 431, if it is: `fields` header fields, and
-/// `bytes` of target plus fields (as [`header_section_len`] counts them) against
-/// `limit`. Every HTTP version, and hyper's own refusals through the framing guard,
+/// Why a request head is refused, if it is, and with which status: `fields` header
+/// fields, a target of `target` bytes, and `bytes` of target plus fields (as
+/// [`header_section_len`] counts them) against `limit`. A target longer than the whole
+/// limit gets 414, as nginx and Apache answer a request line too long; any other head
+/// over it 431. Every HTTP version, and hyper's own refusals through the framing guard,
 /// give these same reasons, so the limit is one whatever the head's shape.
-pub(crate) fn head_refusal(fields: usize, bytes: usize, limit: usize) -> Option<String> {
+pub(crate) fn head_refusal(
+    fields: usize,
+    target: usize,
+    bytes: usize,
+    limit: usize,
+) -> Option<(http::StatusCode, String)> {
+    use http::StatusCode;
     if fields > MAX_REQUEST_FIELDS {
-        Some(too_many_fields())
+        Some((
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            too_many_fields(),
+        ))
+    } else if target > limit {
+        Some((StatusCode::URI_TOO_LONG, target_too_long(limit)))
     } else if bytes > limit {
-        Some(head_too_large(limit))
+        Some((
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            head_too_large(limit),
+        ))
     } else {
         None
     }
+}
+
+/// The reason for a request target longer than `limit` bytes.
+pub(crate) fn target_too_long(limit: usize) -> String {
+    format!("request target is longer than {limit} bytes")
 }
 
 /// The reason for a head with more than [`MAX_REQUEST_FIELDS`] fields.

@@ -201,14 +201,15 @@ fn transact<'a>(
         .closing());
         }
         let limit = engine.limits.max_request_header.0 as usize;
-        let bytes = fields.section_len + uri_len(req.uri());
+        let target = uri_len(req.uri());
         let count = req.headers().len() + fields.set_aside;
-        if let Some(reason) = headers::head_refusal(count, bytes, limit) {
-            return Err(ProxyError::new(
-                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                ErrorKind::HeaderTooLarge,
-                reason,
-            ));
+        let refusal = headers::head_refusal(count, target, fields.section_len + target, limit);
+        if let Some((status, reason)) = refusal {
+            let kind = match status {
+                StatusCode::URI_TOO_LONG => ErrorKind::BadRequest,
+                _ => ErrorKind::HeaderTooLarge,
+            };
+            return Err(ProxyError::new(status, kind, reason));
         }
         let (mut parts, body) = req.into_parts();
         if let Some(reply) = crate::hooks::request_headers(engine, txn.as_mut(), &mut parts).await?

@@ -50,7 +50,7 @@ fn a_body_that_looks_like_a_request_is_not_parsed() {
 fn replaces_only_hypers_bare_error_answers() {
     let hyper_400 =
         b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
-    let (bytes, kind) = replacement_for(hyper_400, 32768, false).unwrap();
+    let (bytes, kind) = replacement_for(hyper_400, 32768, Oversize::Section).unwrap();
     let text = String::from_utf8(bytes).unwrap();
     assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"));
     assert!(text.ends_with(
@@ -58,11 +58,11 @@ fn replaces_only_hypers_bare_error_answers() {
     ));
     assert_eq!(kind, ErrorKind::BadRequest);
     let ours = b"HTTP/1.1 400 Bad Request\r\ncache-status: weir; detail=refused\r\ncontent-length: 0\r\n\r\n";
-    assert!(replacement_for(ours, 32768, false).is_none());
+    assert!(replacement_for(ours, 32768, Oversize::Section).is_none());
     assert!(replacement_for(
         b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n",
         32768,
-        false
+        Oversize::Section
     )
     .is_none());
 }
@@ -104,7 +104,7 @@ fn hypers_refusals_of_large_heads_say_what_the_service_says() {
     let big = text(replacement_for(
         bare("431 Request Header Fields Too Large").as_bytes(),
         32768,
-        false,
+        Oversize::Section,
     ));
     assert!(
         big.ends_with("request header section is larger than 32768 bytes\n"),
@@ -113,22 +113,40 @@ fn hypers_refusals_of_large_heads_say_what_the_service_says() {
     let many = text(replacement_for(
         bare("431 Request Header Fields Too Large").as_bytes(),
         32768,
-        true,
+        Oversize::Fields,
     ));
     assert!(many.ends_with("more than 256 header fields\n"), "{many}");
-    // A target over hyper's 65,534 bytes is over a 32 KiB limit too: 431, not 414.
+    let target = text(replacement_for(
+        bare("431 Request Header Fields Too Large").as_bytes(),
+        32768,
+        Oversize::Target,
+    ));
+    assert!(target.starts_with("HTTP/1.1 414 "), "{target}");
+    assert!(
+        target.ends_with("request target is longer than 32768 bytes\n"),
+        "{target}"
+    );
+    // A target over hyper's 65,534 bytes is over a 32 KiB limit too: the service's
+    // 414 for a target over the limit.
     let long = text(replacement_for(
         bare("414 URI Too Long").as_bytes(),
         32768,
-        false,
+        Oversize::Section,
     ));
-    assert!(long.starts_with("HTTP/1.1 431 "), "{long}");
+    assert!(long.starts_with("HTTP/1.1 414 "), "{long}");
+    assert!(
+        long.ends_with("request target is longer than 32768 bytes\n"),
+        "{long}"
+    );
     let allowed = text(replacement_for(
         bare("414 URI Too Long").as_bytes(),
         1 << 20,
-        false,
+        Oversize::Section,
     ));
-    assert!(allowed.starts_with("HTTP/1.1 414 "), "{allowed}");
+    assert!(
+        allowed.ends_with("request target is longer than 65534 bytes\n"),
+        "{allowed}"
+    );
 }
 
 #[test]
@@ -140,7 +158,7 @@ fn notes_a_head_with_too_many_fields() {
     }
     head.extend_from_slice(b"\r\n");
     g.observe(&mut head);
-    assert!(g.too_many_fields);
+    assert_eq!(g.oversize, Oversize::Fields);
 }
 
 #[test]
@@ -160,4 +178,28 @@ fn pipelined_heads_in_one_read_are_each_followed_and_mended() {
         &b"GET http://h/ HTTP/1.0\r\nHost: h\r\nConnection:       keep-alive\r\n\r\n"[..]
     );
     assert!(g.between_requests());
+}
+
+#[test]
+fn tells_a_target_longer_than_the_limit() {
+    assert!(target_longer_than(b"GET /aaaaaaaaaa HTTP/1.1\r\n", 10));
+    assert!(!target_longer_than(b"GET /aaaaaaaaa HTTP/1.1\r\n", 10));
+    // Cut short: the line has not ended yet.
+    assert!(target_longer_than(b"GET http://h/aaaaaaaaaa", 10));
+    assert!(!target_longer_than(
+        b"GET / HTTP/1.1\r\nX: aaaaaaaaaaaaaaaaaaaa",
+        10
+    ));
+    assert!(!target_longer_than(b"GARBAGE", 3));
+}
+
+#[test]
+fn notes_a_head_whose_target_fills_hypers_buffer() {
+    // A limit of 100 bytes: hyper's buffer holds 2 × 100 + 8,192.
+    let mut g = FramingGuard::new((), 100, Arc::new(Metrics::new())).0;
+    g.observe(&mut format!("GET /{} HTTP/1.1\r\n", "a".repeat(9000)).into_bytes());
+    assert_eq!(g.oversize, Oversize::Target);
+    let mut g = FramingGuard::new((), 100, Arc::new(Metrics::new())).0;
+    g.observe(&mut format!("GET / HTTP/1.1\r\nX: {}\r\n", "a".repeat(9000)).into_bytes());
+    assert_eq!(g.oversize, Oversize::Section);
 }

@@ -15,7 +15,7 @@ use http::{Method, Request, Uri, Version};
 use crate::headers::{Credentials, MAX_REQUEST_FIELDS};
 
 /// The longest request target hyper's parser takes; a longer one goes to hyper, which
-/// refuses it with its own status (414 or, under a smaller header limit, 431).
+/// refuses it (414, which the framing guard gives Weir's reason).
 const MAX_TARGET: usize = u16::MAX as usize - 1;
 
 /// The fields of a head whose places are noted on the stack.
