@@ -101,13 +101,16 @@ pub(crate) fn key_for(target: &Target, txn: &Option<ModTxn>) -> CacheKey {
     )
 }
 
-/// Serves a GET or HEAD through the cache.
+/// Serves a GET or HEAD through the cache. `nested`: the request already passed through
+/// this process on its way here (`via.rs`), so it joins no fetch in flight: the one
+/// for its key may be its own first pass's, waiting for this one.
 pub(crate) async fn serve(
     engine: &Arc<Engine>,
     parts: request::Parts,
     target: Target,
     txn: &mut Option<ModTxn>,
     asked: RequestFields,
+    nested: bool,
 ) -> Result<Served, ProxyError> {
     let key = key_for(&target, txn);
     // Before the lookup: a stale copy read now must not outlive an invalidation either.
@@ -196,7 +199,7 @@ pub(crate) async fn serve(
     };
     // A request that says no-cache is answered by a fetch that begins after it
     // (RFC 9111 §5.2.1.4), never by one already in flight.
-    let sharing = if !engine.cache.settings().collapse {
+    let sharing = if nested || !engine.cache.settings().collapse {
         Sharing::Alone
     } else if request_no_cache(&parts.headers, asked) {
         Sharing::After

@@ -135,7 +135,7 @@ impl EngineContent {
             parts.headers.insert(name, value);
         }
         let asked = weir_cache::RequestFields::of(&parts.headers);
-        let served = crate::cached::serve(engine, parts, target, &mut None, asked)
+        let served = crate::cached::serve(engine, parts, target, &mut None, asked, false)
             .await
             .map_err(|e| ContentError::Origin(format!("{} {}", e.status.as_u16(), e.reason)))?;
         let status = served.response.status();

@@ -299,6 +299,8 @@ pub(crate) struct FieldScan {
     /// Fields the parser set aside (see [`Credentials`]): not in the map, but part of
     /// the head the client sent and of its limits.
     pub set_aside: usize,
+    /// A `Via` field: the request may have been here before (`via.rs`).
+    pub via: bool,
 }
 
 impl FieldScan {
@@ -310,6 +312,8 @@ impl FieldScan {
                 scan.hosts += 1;
             } else if name == header::CONTENT_LENGTH {
                 scan.content_length = true;
+            } else if name == header::VIA {
+                scan.via = true;
             }
         }
         scan

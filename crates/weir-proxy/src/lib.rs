@@ -40,6 +40,7 @@ mod socket;
 mod target;
 mod tunnel;
 mod upstream;
+mod via;
 mod wire;
 mod worker;
 

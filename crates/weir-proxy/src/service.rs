@@ -211,6 +211,18 @@ fn transact<'a>(
             };
             return Err(ProxyError::new(status, kind, reason));
         }
+        let passes = match fields.via {
+            true => crate::via::earlier_passes(req.headers()),
+            false => 0,
+        };
+        if passes >= crate::via::LOOPING {
+            return Err(ProxyError::new(
+                StatusCode::LOOP_DETECTED,
+                ErrorKind::ForwardingLoop,
+                crate::via::LOOP_REASON,
+            ));
+        }
+        let nested = passes > 0;
         let (mut parts, body) = req.into_parts();
         if let Some(reply) = crate::hooks::request_headers(engine, txn.as_mut(), &mut parts).await?
         {
@@ -268,7 +280,7 @@ fn transact<'a>(
         let asked = weir_cache::RequestFields::of(&parts.headers);
         if !skip_cache && crate::cached::is_cache_candidate(&parts, asked) {
             drop(body);
-            return crate::cached::serve(engine, parts, target, txn, asked).await;
+            return crate::cached::serve(engine, parts, target, txn, asked, nested).await;
         }
         // A range miss is forwarded with its Range; its key is kept to fill the cache after,
         // with a ticket taken before the origin is asked (no resurrection by its part).

@@ -127,11 +127,13 @@ pub enum ErrorKind {
     ClientTimeout,
     /// A module that is not optional failed (500).
     ModuleFailed,
+    /// A request came back to the proxy that sent it (508).
+    ForwardingLoop,
 }
 
 impl ErrorKind {
     /// All kinds, in a fixed order (index = `self as usize`).
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 12] = [
         ErrorKind::BadRequest,
         ErrorKind::HeaderTooLarge,
         ErrorKind::Forbidden,
@@ -143,6 +145,7 @@ impl ErrorKind {
         ErrorKind::ClientAborted,
         ErrorKind::ClientTimeout,
         ErrorKind::ModuleFailed,
+        ErrorKind::ForwardingLoop,
     ];
 
     /// Lowercase label value.
@@ -159,6 +162,7 @@ impl ErrorKind {
             ErrorKind::ClientAborted => "client_aborted",
             ErrorKind::ClientTimeout => "client_timeout",
             ErrorKind::ModuleFailed => "module_failed",
+            ErrorKind::ForwardingLoop => "forwarding_loop",
         }
     }
 }

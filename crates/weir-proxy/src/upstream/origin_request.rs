@@ -21,6 +21,7 @@ use http::{request, Method, Request, Version};
 use super::h1_wire::{self, BodyKnown, Outgoing};
 use crate::body::request::RequestBody;
 use crate::headers;
+use crate::via;
 use crate::wire::field;
 
 /// A request for an origin.
@@ -156,7 +157,7 @@ impl Written {
             // An HTTP/2 client takes trailers without asking (RFC 9113 §8.1).
             field(out, b"te", b"trailers");
         }
-        field(out, b"via", headers::via(client.version).as_bytes());
+        field(out, b"via", via::outbound(client.version).as_bytes());
         out.extend_from_slice(b"\r\n");
         Outgoing::None
     }
@@ -207,7 +208,7 @@ pub(crate) fn for_origin(
         // An HTTP/2 client takes trailers without asking (RFC 9113 §8.1).
         headers.insert(header::TE, HeaderValue::from_static("trailers"));
     }
-    headers::append_via(&mut headers, parts.version);
+    headers.append(header::VIA, via::outbound(parts.version));
     let mut req = Request::new(body);
     *req.method_mut() = parts.method.clone();
     // Shared with the client's URI (a reference count), not parsed again.

@@ -9,6 +9,7 @@ mod clients;
 mod connections;
 mod headers;
 mod helpers;
+mod loops;
 mod messages;
 mod modes;
 mod origin_wire;
