@@ -201,9 +201,10 @@ fn transact<'a>(
         .closing());
         }
         let limit = engine.limits.max_request_header.0 as usize;
-        let target = uri_len(req.uri());
+        let target_len = uri_len(req.uri());
         let count = req.headers().len() + fields.set_aside;
-        let refusal = headers::head_refusal(count, target, fields.section_len + target, limit);
+        let section = fields.section_len + target_len;
+        let refusal = headers::head_refusal(count, target_len, section, limit);
         if let Some((status, reason)) = refusal {
             let kind = match status {
                 StatusCode::URI_TOO_LONG => ErrorKind::BadRequest,

@@ -145,11 +145,16 @@ async fn empty_changes_nothing() {
     let without = Proxy::reverse(&origin.base());
     let client = direct_client();
 
-    // Headers whose values differ between any two deliveries, or name the listener.
+    // Headers whose values differ between any two deliveries, or name the listener;
+    // and the mark that names each process in the Via of requests toward the origin.
     let comparable = |headers: Vec<(String, String)>| -> Vec<(String, String)> {
         headers
             .into_iter()
             .filter(|(n, _)| !["date", "age", "host", "x-echo-host"].contains(&n.as_str()))
+            .map(|(n, v)| match (n.as_str(), v.split_once(" (")) {
+                ("via" | "x-echo-via", Some((entry, _))) => (n, entry.to_owned()),
+                _ => (n, v),
+            })
             .collect()
     };
     let response = |r: &Fetched| {
