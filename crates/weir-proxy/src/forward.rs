@@ -20,7 +20,7 @@ use crate::metrics::{CacheOutcome, ErrorKind};
 use crate::modules::txn::ModTxn;
 use crate::served::Served;
 use crate::target::Target;
-use crate::upstream::{OriginAddr, OriginRequest, UpstreamError};
+use crate::upstream::{OriginAddr, OriginRequest, UpstreamBody, UpstreamError};
 
 /// The request to send to the origin: origin-form target, hop-by-hop fields removed,
 /// `Via` added, Host set. `strip_conditionals` removes the client's validators when
@@ -135,12 +135,18 @@ pub(crate) async fn forward(
         .send(origin, req.into(), interim)
         .await
         .map_err(|e| upstream_error(origin, e, engine.limits.max_request_body.0))?;
+    Ok(relayed(response))
+}
+
+/// An origin's response as a client is sent it: hop-by-hop fields removed, `Via`
+/// added, Weir's own HTTP version, the body streamed from the origin.
+pub(crate) fn relayed(response: Response<UpstreamBody>) -> Response<ProxyBody> {
     let (mut parts, body) = response.into_parts();
     headers::remove_hop_by_hop(&mut parts.headers);
     headers::append_via(&mut parts.headers, parts.version);
     // Via records what the origin spoke; the client gets Weir's own version.
     parts.version = http::Version::HTTP_11;
-    Ok(Response::from_parts(parts, ProxyBody::upstream(body)))
+    Response::from_parts(parts, ProxyBody::upstream(body))
 }
 
 pub(crate) fn upstream_error(origin: &OriginAddr, e: UpstreamError, max_body: u64) -> ProxyError {

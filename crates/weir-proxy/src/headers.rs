@@ -301,6 +301,8 @@ pub(crate) struct FieldScan {
     pub set_aside: usize,
     /// A `Via` field: the request may have been here before (`via.rs`).
     pub via: bool,
+    /// An `Upgrade` field: the request may ask to switch protocols (`upgrade.rs`).
+    pub upgrade: bool,
 }
 
 impl FieldScan {
@@ -314,6 +316,8 @@ impl FieldScan {
                 scan.content_length = true;
             } else if name == header::VIA {
                 scan.via = true;
+            } else if name == header::UPGRADE {
+                scan.upgrade = true;
             }
         }
         scan

@@ -39,6 +39,7 @@ mod service;
 mod socket;
 mod target;
 mod tunnel;
+mod upgrade;
 mod upstream;
 mod via;
 mod wire;

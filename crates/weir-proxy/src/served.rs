@@ -114,7 +114,8 @@ pub(crate) fn error_served(metrics: &Metrics, e: ProxyError) -> Served {
     if let Some(kind) = e.kind {
         metrics.error(kind);
     }
-    let denied = e.status.is_client_error();
+    // A forwarding loop is refused as a client's error is, though its status is a 5xx.
+    let denied = e.status.is_client_error() || e.status == http::StatusCode::LOOP_DETECTED;
     let cache_status = HeaderValue::from_static(match e.detail {
         _ if denied => "weir; detail=refused",
         Some(ONLY_IF_CACHED) => "weir; detail=only-if-cached",

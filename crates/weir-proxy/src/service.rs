@@ -272,6 +272,20 @@ fn transact<'a>(
         if crate::purge::is_purge(&parts.method) {
             return crate::purge::purge(engine, conn, &target, &parts.headers).await;
         }
+        if let Some(protocols) = fields
+            .upgrade
+            .then(|| crate::upgrade::asked(&parts))
+            .flatten()
+        {
+            if matches!(body, ClientBody::Unread(ref b) if !body_is_empty(&parts, b)) {
+                return Err(ProxyError::bad_request(
+                    "a request that asks to switch protocols may not have a body",
+                ));
+            }
+            drop(body);
+            // Boxed: rare, and its future would enlarge every request's.
+            return Box::pin(crate::upgrade::serve(engine, parts, target, protocols)).await;
+        }
         match headers::max_forwards(&parts.method, &mut parts.headers) {
             MaxForwards::AnswerHere => return Ok(answer_here(&parts)),
             MaxForwards::Absent | MaxForwards::Decremented => {}

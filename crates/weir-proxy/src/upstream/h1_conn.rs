@@ -59,7 +59,9 @@ pub(super) struct H1Conn {
     /// large even when what is left of it looks small.
     grown: bool,
     metrics: Arc<Metrics>,
-    _place: Place,
+    /// Its place in the origin's count; none once it became a tunnel
+    /// ([`H1Conn::leave_count`]).
+    _place: Option<Place>,
 }
 
 impl Drop for H1Conn {
@@ -111,7 +113,7 @@ impl H1Conn {
             buf: BytesMut::new(),
             grown: false,
             metrics,
-            _place: place,
+            _place: Some(place),
         }
     }
 
@@ -156,14 +158,27 @@ impl H1Conn {
         pin!(self.io.read_buf(&mut self.buf)).poll(cx)
     }
 
+    /// The connection became a tunnel (the origin switched protocols): it no longer
+    /// counts against the origin's connections, which requests wait for.
+    pub(super) fn leave_count(&mut self) {
+        self._place = None;
+    }
+
+    /// The stream, for a tunnel; what was read past the response head is in `buf`.
+    pub(super) fn io(&mut self) -> &mut BoxIo {
+        &mut self.io
+    }
+
     /// Sends `out` and reads the response head (relaying 1xx responses to
-    /// `interim`). Cancel safety: dropping the future leaves the connection in an
-    /// unknown state; it must then be dropped, not reused.
+    /// `interim`). A 101 is the final answer when the request asked to switch
+    /// protocols (`upgrade`), else an error. Cancel safety: dropping the future leaves
+    /// the connection in an unknown state; it must then be dropped, not reused.
     pub(super) async fn exchange(
         &mut self,
         method: &Method,
         out: Outbound,
         interim: Option<&Interim>,
+        upgrade: bool,
     ) -> Result<Answered, ExchangeError> {
         let mut writer = Writer::new(out);
         let mut write_error = None;
@@ -186,6 +201,15 @@ impl H1Conn {
                     match h1_wire::parse_response(&mut self.buf) {
                         Err(e) => return Poll::Ready(Err(failed(e.0))),
                         Ok(None) => {}
+                        Ok(Some(head))
+                            if upgrade && head.status == http::StatusCode::SWITCHING_PROTOCOLS =>
+                        {
+                            return Poll::Ready(Ok(Answered {
+                                head,
+                                framing: Framing::Empty,
+                                sent_whole: writer.done && write_error.is_none(),
+                            }));
+                        }
                         Ok(Some(head)) if head.status.is_informational() => {
                             if head.status == http::StatusCode::SWITCHING_PROTOCOLS {
                                 return Poll::Ready(Err(failed(

@@ -62,7 +62,7 @@ impl Upstream {
             // Pinned here and bounded by reference: the exchange's future is large, and
             // handing it to `bound` by value copied it.
             let exchanged = {
-                let exchange = std::pin::pin!(conn.conn.exchange(method, out, interim));
+                let exchange = std::pin::pin!(conn.conn.exchange(method, out, interim, false));
                 timer.bound(exchange).await
             };
             let answered = match exchanged {
@@ -82,24 +82,34 @@ impl Upstream {
                     answered
                 }
             };
-            let Answered {
-                head,
-                framing,
-                sent_whole,
-            } = answered;
-            let body = H1Body::new(conn, framing, head.keep_alive && sent_whole);
-            let mut response = Response::new(UpstreamBody {
-                inner: Inner::Http1(body),
-                hold: super::body::Hold::None,
-                idle: timer.into_idle(self.body_idle),
-                resume: None,
-                trailers: None,
-            });
-            *response.status_mut() = head.status;
-            *response.version_mut() = head.version;
-            *response.headers_mut() = head.headers;
-            Ok(response)
+            let reusable = answered.head.keep_alive && answered.sent_whole;
+            Ok(self.response(conn, answered, reusable, timer))
         }
+    }
+
+    /// The response `answered` on `conn`, its body read on from the connection within
+    /// the body's idle limit; the connection goes back to the pool after it when
+    /// `reusable`.
+    pub(super) fn response(
+        &self,
+        conn: PooledConn,
+        answered: Answered,
+        reusable: bool,
+        timer: ExchangeTimer,
+    ) -> Response<UpstreamBody> {
+        let Answered { head, framing, .. } = answered;
+        let body = H1Body::new(conn, framing, reusable);
+        let mut response = Response::new(UpstreamBody {
+            inner: Inner::Http1(body),
+            hold: super::body::Hold::None,
+            idle: timer.into_idle(self.body_idle),
+            resume: None,
+            trailers: None,
+        });
+        *response.status_mut() = head.status;
+        *response.version_mut() = head.version;
+        *response.headers_mut() = head.headers;
+        response
     }
 
     /// Sends `out` on a new connection, for a request a reused one lost.
@@ -112,13 +122,13 @@ impl Upstream {
     ) -> Result<(PooledConn, Answered), UpstreamError> {
         let place = origin.h1.reserve();
         let mut fresh = h1::connect_reserved(self, origin, place).await?;
-        let answered = fresh.conn.exchange(method, out, interim).await?;
+        let answered = fresh.conn.exchange(method, out, interim, false).await?;
         Ok((fresh, answered))
     }
 }
 
 /// A request's head, written out, with the body that follows it.
-fn outbound(written: &Written, known: BodyKnown, body: RequestBody) -> Outbound {
+pub(super) fn outbound(written: &Written, known: BodyKnown, body: RequestBody) -> Outbound {
     let mut head = Vec::with_capacity(HEAD_ROOM);
     let outgoing = written.write(known, &mut head);
     Outbound {

@@ -87,6 +87,12 @@ fn a_reverse_listener_whose_origin_is_itself_answers_508_at_once() -> io::Result
         // Before, a GET waited on its own fetch until the origin timeout (60 s).
         assert!(started.elapsed() < Duration::from_secs(10), "{what}");
         assert_eq!(r.status, 508, "{what}: {}", r.text());
+        // The pass that refused it first, then the two it went back through.
+        let cache_status = r.header("cache-status").unwrap_or("");
+        assert!(
+            cache_status.starts_with("weir; detail=refused, "),
+            "{what}: {cache_status}"
+        );
         assert!(r.text().contains("forwarding loop"), "{what}: {}", r.text());
     }
     // Each request's third pass was refused; the 508 went back through the others.

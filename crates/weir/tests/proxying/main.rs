@@ -15,3 +15,4 @@ mod modes;
 mod origin_wire;
 mod streaming;
 mod trailers;
+mod upgrades;

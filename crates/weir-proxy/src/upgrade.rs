@@ -1,0 +1,101 @@
+//! Requests that ask to switch protocols (`Connection: upgrade` with `Upgrade`, such
+//! as a WebSocket handshake): sent to the origin with those fields, which other
+//! requests lose as hop-by-hop, on a connection of their own. When the origin answers
+//! 101, the client is sent it and the two connections are joined, bytes copied both
+//! ways until either side closes, as nginx and HAProxy relay WebSockets; any other
+//! answer is relayed as an uncached response. HTTP/1.1 clients only: HTTP/2 has no
+//! `Upgrade` (RFC 9113 §8.2.2).
+
+use std::sync::Arc;
+
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{request, Request, Response, StatusCode, Version};
+
+use crate::body::request::RequestBody;
+use crate::body::{ClientTunnel, ProxyBody};
+use crate::engine::Engine;
+use crate::error::ProxyError;
+use crate::forward::{logged_origin, relayed, upstream_error, upstream_request};
+use crate::headers;
+use crate::metrics::CacheOutcome;
+use crate::served::Served;
+use crate::target::Target;
+use crate::upstream::UpgradeAnswer;
+
+/// The protocols an HTTP/1.1 request asks to switch to, when it asks: an `Upgrade`
+/// field, and `upgrade` among its `Connection` options (RFC 9110 §7.8).
+pub(crate) fn asked(parts: &request::Parts) -> Option<HeaderValue> {
+    if parts.version != Version::HTTP_11 {
+        return None;
+    }
+    let upgrade = parts.headers.get(header::UPGRADE)?;
+    let named = parts
+        .headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|option| option.trim().eq_ignore_ascii_case("upgrade"));
+    named.then(|| upgrade.clone())
+}
+
+/// Sends the request that asked for `protocols` to its origin, and joins the
+/// connections if the origin switches.
+pub(crate) async fn serve(
+    engine: &Arc<Engine>,
+    parts: request::Parts,
+    target: Target,
+    protocols: HeaderValue,
+) -> Result<Served, ProxyError> {
+    let mut req = upstream_request(&parts, &target, RequestBody::Empty, false);
+    switching(req.headers_mut(), protocols);
+    let answer = engine
+        .upstream
+        .upgrade(&target.origin, req.into())
+        .await
+        .map_err(|e| upstream_error(&target.origin, e, engine.limits.max_request_body.0))?;
+    let upstream = logged_origin(engine, &target);
+    let (mut headers, mut origin) = match answer {
+        UpgradeAnswer::Switched(headers, origin) => (headers, origin),
+        UpgradeAnswer::Response(response) => {
+            return Ok(Served {
+                response: relayed(response),
+                outcome: CacheOutcome::Bypass,
+                cache_status: HeaderValue::from_static("weir; fwd=bypass; detail=upgrade"),
+                upstream,
+                origin_body: true,
+            })
+        }
+    };
+    let chosen = headers.get(header::UPGRADE).cloned();
+    headers::remove_hop_by_hop(&mut headers);
+    if let Some(chosen) = chosen {
+        switching(&mut headers, chosen);
+    }
+    headers::append_via(&mut headers, Version::HTTP_11);
+    let client = Request::from_parts(parts, ());
+    tokio::spawn(async move {
+        match ClientTunnel::accepted(client).await {
+            Ok(mut client) => {
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut origin).await;
+            }
+            Err(e) => tracing::debug!("the client's side of an upgrade failed: {e}"),
+        }
+    });
+    let mut response = Response::new(ProxyBody::empty());
+    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    *response.headers_mut() = headers;
+    Ok(Served {
+        response,
+        outcome: CacheOutcome::Tunnel,
+        cache_status: HeaderValue::from_static("weir; fwd=bypass; detail=upgrade"),
+        upstream,
+        origin_body: false,
+    })
+}
+
+/// The fields that ask for, or agree to, a switch to `protocols`.
+fn switching(headers: &mut HeaderMap, protocols: HeaderValue) {
+    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    headers.insert(header::UPGRADE, protocols);
+}
