@@ -84,17 +84,20 @@ pub(crate) fn remove_hop_by_hop(headers: &mut HeaderMap) {
 
 /// Whether a `TE` field lists `trailers`.
 fn te_takes_trailers(headers: &HeaderMap) -> bool {
+    lists(headers, header::TE, "trailers")
+}
+
+/// Whether the list field `name` (RFC 9110 §5.6.1), on any of its lines, has `token`
+/// among its members, each compared without its parameters and case.
+pub(crate) fn lists(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
     headers
-        .get_all(header::TE)
+        .get_all(name)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .any(|t| {
-            t.split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .eq_ignore_ascii_case("trailers")
+        .any(|member| {
+            let bare = member.split(';').next().unwrap_or("");
+            bare.trim().eq_ignore_ascii_case(token)
         })
 }
 

@@ -29,13 +29,7 @@ pub(crate) fn asked(parts: &request::Parts) -> Option<HeaderValue> {
         return None;
     }
     let upgrade = parts.headers.get(header::UPGRADE)?;
-    let named = parts
-        .headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|option| option.trim().eq_ignore_ascii_case("upgrade"));
+    let named = headers::lists(&parts.headers, header::CONNECTION, "upgrade");
     named.then(|| upgrade.clone())
 }
 
