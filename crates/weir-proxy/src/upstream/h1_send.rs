@@ -89,7 +89,9 @@ impl Upstream {
 
     /// The response `answered` on `conn`, its body read on from the connection within
     /// the body's idle limit; the connection goes back to the pool after it when
-    /// `reusable`.
+    /// `reusable`. Inlined: called apart, it moved the head and the connection into its
+    /// frame and the response out of it (about 110 instructions a miss).
+    #[inline(always)]
     pub(super) fn response(
         &self,
         conn: PooledConn,
