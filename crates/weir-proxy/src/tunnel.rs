@@ -64,15 +64,7 @@ pub(crate) async fn connect(
         }
     };
     let _ = stream.set_nodelay(true);
-    tokio::spawn(async move {
-        match ClientTunnel::accepted(req).await {
-            Ok(mut client) => {
-                let mut server = stream;
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-            }
-            Err(e) => tracing::debug!("CONNECT upgrade failed: {e}"),
-        }
-    });
+    ClientTunnel::join(req, stream, "a CONNECT tunnel");
     Ok(Served {
         response: Response::new(ProxyBody::empty()),
         outcome: CacheOutcome::Tunnel,

@@ -49,7 +49,7 @@ pub(crate) async fn serve(
         .await
         .map_err(|e| upstream_error(&target.origin, e, engine.limits.max_request_body.0))?;
     let upstream = logged_origin(engine, &target);
-    let (mut headers, mut origin) = match answer {
+    let (mut headers, origin) = match answer {
         UpgradeAnswer::Switched(headers, origin) => (headers, origin),
         UpgradeAnswer::Response(response) => {
             return Ok(Served {
@@ -67,15 +67,7 @@ pub(crate) async fn serve(
         switching(&mut headers, chosen);
     }
     headers::append_via(&mut headers, Version::HTTP_11);
-    let client = Request::from_parts(parts, ());
-    tokio::spawn(async move {
-        match ClientTunnel::accepted(client).await {
-            Ok(mut client) => {
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut origin).await;
-            }
-            Err(e) => tracing::debug!("the client's side of an upgrade failed: {e}"),
-        }
-    });
+    ClientTunnel::join(Request::from_parts(parts, ()), origin, "an upgrade");
     let mut response = Response::new(ProxyBody::empty());
     *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     *response.headers_mut() = headers;

@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::body::UpstreamBody;
 use super::h1;
-use super::h1_conn::{ExchangeError, H1Conn};
+use super::h1_conn::H1Conn;
 use super::h1_send::outbound;
 use super::h1_wire::BodyKnown;
 use super::origin_request::OriginRequest;
@@ -58,8 +58,8 @@ impl Upstream {
         let answered = match answered {
             None => return Err(UpstreamError::Timeout),
             Some(Ok(answered)) => answered,
-            Some(Err(ExchangeError::Failed(e))) => return Err(e),
-            Some(Err(e @ ExchangeError::NothingBack(_))) => return Err(e.into()),
+            // A new connection: nothing to send again when nothing came back.
+            Some(Err(e)) => return Err(e.into()),
         };
         if answered.head.status == StatusCode::SWITCHING_PROTOCOLS {
             let mut conn = conn.conn;
