@@ -29,6 +29,8 @@ pub(crate) struct Engine {
     pub connect_timeout: std::time::Duration,
     /// `[timeouts] client_body_idle`.
     pub client_body_idle: std::time::Duration,
+    /// `[timeouts] tunnel_idle`.
+    pub tunnel_idle: std::time::Duration,
     /// `[limits] module_body_total`, shared by every listener.
     pub held: Arc<HeldBudget>,
     /// The modules of this listener and its routes; a reload swaps them, transactions

@@ -32,6 +32,7 @@ mod modules;
 mod purge;
 mod record;
 mod refresh;
+mod relay;
 mod route;
 mod served;
 mod server;

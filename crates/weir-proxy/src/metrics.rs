@@ -44,6 +44,8 @@ pub struct Metrics {
     origin_open: Gauge,
     origins: Gauge,
     origin_opened: Counter,
+    tunnels_open: Gauge,
+    tunnels_idle_closed: Counter,
     cache_source: Arc<Mutex<Option<CacheSource>>>,
     purge_source: purge::PurgeSource,
     cluster_source: cluster::ClusterSource,
@@ -135,6 +137,17 @@ impl Metrics {
             requests.origin_reused_metric(),
         );
 
+        let tunnels_open = add(
+            &mut r,
+            "tunnels_open",
+            "CONNECT tunnels and switched connections (WebSockets) open now",
+        );
+        let tunnels_idle_closed = add(
+            &mut r,
+            "tunnels_idle_closed",
+            "CONNECT tunnels and switched connections closed after [timeouts] tunnel_idle without a byte either way",
+        );
+
         let cache_source = cache::register(&mut r);
 
         let purge_source = purge::register(&mut r);
@@ -165,6 +178,8 @@ impl Metrics {
             origin_open,
             origins,
             origin_opened,
+            tunnels_open,
+            tunnels_idle_closed,
             cache_source,
             purge_source,
             cluster_source: Default::default(),
@@ -239,6 +254,24 @@ impl Metrics {
     /// A connection to an origin was closed.
     pub fn origin_connection_closed(&self) {
         self.origin_open.dec();
+    }
+
+    /// A tunnel (CONNECT or a protocol switch) opened; it counts as open until the
+    /// returned guard is dropped.
+    pub(crate) fn tunnel_opened(&self) -> impl Drop + '_ {
+        struct Open<'a>(&'a Gauge);
+        impl Drop for Open<'_> {
+            fn drop(&mut self) {
+                self.0.dec();
+            }
+        }
+        self.tunnels_open.inc();
+        Open(&self.tunnels_open)
+    }
+
+    /// A tunnel was closed after `[timeouts] tunnel_idle` of silence.
+    pub(crate) fn tunnel_idle_closed(&self) {
+        self.tunnels_idle_closed.inc();
     }
 
     /// How many origins' connection pools are kept now.

@@ -146,6 +146,7 @@ impl Server {
                 limits: config.limits.clone(),
                 connect_timeout: config.timeouts.connect.0,
                 client_body_idle: config.timeouts.client_body_idle.0,
+                tunnel_idle: config.timeouts.tunnel_idle.0,
                 held: held.clone(),
                 modules: arc_swap::ArcSwap::new(modules),
                 refresh: refresh.clone(),

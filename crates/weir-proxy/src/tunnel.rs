@@ -5,7 +5,7 @@ use std::sync::Arc;
 use http::{HeaderValue, Request, Response, StatusCode};
 use tokio::net::TcpStream;
 
-use crate::body::{ClientStream, ClientTunnel, ProxyBody};
+use crate::body::{ClientStream, ProxyBody};
 use crate::conn::ConnInfo;
 use crate::engine::Engine;
 use crate::error::ProxyError;
@@ -64,7 +64,7 @@ pub(crate) async fn connect(
         }
     };
     let _ = stream.set_nodelay(true);
-    ClientTunnel::join(req, stream, "a CONNECT tunnel");
+    crate::relay::join(engine, req, stream, "a CONNECT tunnel");
     Ok(Served {
         response: Response::new(ProxyBody::empty()),
         outcome: CacheOutcome::Tunnel,

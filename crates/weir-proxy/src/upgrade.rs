@@ -12,7 +12,7 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Request, Response, StatusCode, Version};
 
 use crate::body::request::RequestBody;
-use crate::body::{ClientTunnel, ProxyBody};
+use crate::body::ProxyBody;
 use crate::engine::Engine;
 use crate::error::ProxyError;
 use crate::forward::{logged_origin, relayed, upstream_error, upstream_request};
@@ -67,7 +67,7 @@ pub(crate) async fn serve(
         switching(&mut headers, chosen);
     }
     headers::append_via(&mut headers, Version::HTTP_11);
-    ClientTunnel::join(Request::from_parts(parts, ()), origin, "an upgrade");
+    crate::relay::join(engine, Request::from_parts(parts, ()), origin, "an upgrade");
     let mut response = Response::new(ProxyBody::empty());
     *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     *response.headers_mut() = headers;

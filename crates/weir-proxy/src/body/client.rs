@@ -122,24 +122,6 @@ pub(crate) enum ClientTunnel {
 }
 
 impl ClientTunnel {
-    /// Joins the client's side of the tunnel that `req` asked for to `server`, in a task
-    /// of its own: once the response accepting it has been sent, bytes are copied both
-    /// ways until either side closes. `what` names the tunnel in the debug log.
-    pub(crate) fn join<B, S>(req: http::Request<B>, mut server: S, what: &'static str)
-    where
-        B: Send + 'static,
-        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
-        tokio::spawn(async move {
-            match ClientTunnel::accepted(req).await {
-                Ok(mut client) => {
-                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                }
-                Err(e) => tracing::debug!("the client's side of {what} failed: {e}"),
-            }
-        });
-    }
-
     /// Waits for the client's side of the tunnel that `req` asked for, once the
     /// response accepting it has been sent.
     pub(crate) async fn accepted<B>(mut req: http::Request<B>) -> std::io::Result<ClientTunnel> {

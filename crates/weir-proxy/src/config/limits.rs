@@ -55,6 +55,9 @@ pub struct TimeoutsConfig {
     /// The longest a client may pause while sending a request body; the request then
     /// fails with 408 and the connection is closed.
     pub client_body_idle: Seconds,
+    /// A CONNECT tunnel or a switched connection (a WebSocket) over which neither side
+    /// sent anything for this long is closed.
+    pub tunnel_idle: Seconds,
     /// On SIGTERM/SIGINT, how long in-flight transactions may take to finish.
     pub shutdown_grace: Seconds,
 }
@@ -68,6 +71,7 @@ impl Default for TimeoutsConfig {
             origin_body_idle: Seconds::from_secs(60.0),
             client_idle: Seconds::from_secs(60.0),
             client_body_idle: Seconds::from_secs(60.0),
+            tunnel_idle: Seconds::from_secs(900.0),
             shutdown_grace: Seconds::from_secs(10.0),
         }
     }

@@ -228,6 +228,12 @@ fn bad_units() {
         "timeouts.client_body_idle",
         "greater than 0",
     );
+    fails(
+        "[timeouts]\ntunnel_idle = \"0s\"\n",
+        2,
+        "timeouts.tunnel_idle",
+        "greater than 0",
+    );
 }
 
 #[test]

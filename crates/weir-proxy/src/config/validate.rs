@@ -236,6 +236,7 @@ pub(crate) fn check(config: &Config) -> Vec<Issue> {
     for (key, value) in [
         ("origin_body_idle", config.timeouts.origin_body_idle),
         ("client_body_idle", config.timeouts.client_body_idle),
+        ("tunnel_idle", config.timeouts.tunnel_idle),
     ] {
         if value.0.is_zero() {
             report(

@@ -1,5 +1,7 @@
 //! Forward proxying (reqwest and curl), CONNECT tunnels and their ports, reverse routes.
 
+use std::time::{Duration, Instant};
+
 use crate::common::*;
 use crate::helpers::via_values;
 use crate::require_curl;
@@ -147,6 +149,45 @@ fn connect_tunnel_relays_bytes_both_ways() {
         assert_eq!(conn.read_bytes(msg.len()).expect("echoed bytes"), msg);
     }
     assert_eq!(echo.accepted(), 1);
+}
+
+/// A tunnel that carries nothing either way for `[timeouts] tunnel_idle` is closed on
+/// both sides; one that keeps carrying bytes is not, however old it is.
+#[test]
+fn a_silent_tunnel_is_closed_after_tunnel_idle() {
+    let echo = EchoServer::start();
+    let proxy = Proxy::builder()
+        .forward()
+        .connect_ports(&[echo.port()])
+        .option("timeouts", "tunnel_idle", "1s")
+        .start();
+    let mut conn = RawConn::connect(proxy.forward_addr());
+    conn.send(
+        format!(
+            "CONNECT 127.0.0.1:{0} HTTP/1.1\r\nHost: 127.0.0.1:{0}\r\n\r\n",
+            echo.port()
+        )
+        .as_bytes(),
+    );
+    assert_eq!(conn.read_head().expect("CONNECT response").status, 200);
+    let gauge = |proxy: &Proxy, name| metric(&proxy.metrics(), name, &[]);
+    // Bytes every 0.6 s keep it open past the limit.
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(600));
+        conn.send(b"ping");
+        assert_eq!(conn.read_bytes(4).expect("echoed while busy"), b"ping");
+    }
+    assert_eq!(gauge(&proxy, "weir_tunnels_open"), Some(1.0));
+    let silent = Instant::now();
+    let end = conn.read_bytes(1).expect_err("the tunnel is closed");
+    assert_eq!(end.kind(), std::io::ErrorKind::UnexpectedEof, "{end}");
+    let waited = silent.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+    assert_eq!(gauge(&proxy, "weir_tunnels_open"), Some(0.0));
+    assert_eq!(gauge(&proxy, "weir_tunnels_idle_closed_total"), Some(1.0));
 }
 
 /// The same over HTTP/2 (RFC 9113 §8.5): the tunnel is one stream's DATA frames.

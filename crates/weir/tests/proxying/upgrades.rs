@@ -1,7 +1,8 @@
 //! Requests that ask to switch protocols (a WebSocket handshake's shape): the origin's
 //! 101 reaches the client and the connections are joined; an origin that does not
-//! switch answers as usual; a tunnel does not hold one of the origin's connections;
-//! and a real browser's WebSocket (headless Chromium) through a reverse listener.
+//! switch answers as usual; a tunnel does not hold one of the origin's connections,
+//! and is closed after a silence; and a real browser's WebSocket (headless Chromium)
+//! through a reverse listener.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -174,6 +175,26 @@ fn tunnels_do_not_hold_the_origins_connections() {
         conn.send(b"still");
         assert_eq!(conn.read_bytes(5).unwrap(), b"STILL");
     }
+}
+
+/// A switched connection (a WebSocket whose peers stopped talking) is closed after
+/// `[timeouts] tunnel_idle` of silence, as a CONNECT tunnel is.
+#[test]
+fn a_silent_switched_connection_is_closed_after_tunnel_idle() {
+    let origin = UpgradeOrigin::start();
+    let proxy = Proxy::builder()
+        .reverse(&format!("http://{}", origin.addr))
+        .option("timeouts", "tunnel_idle", "1s")
+        .start();
+    let (mut conn, head) = switched(proxy.reverse_addr());
+    assert_eq!(head.status, 101);
+    assert_eq!(conn.read_bytes(5).unwrap(), b"hello");
+    let end = conn
+        .read_bytes(1)
+        .expect_err("closed after a second of silence");
+    assert_eq!(end.kind(), std::io::ErrorKind::UnexpectedEof, "{end}");
+    let closed = metric(&proxy.metrics(), "weir_tunnels_idle_closed_total", &[]);
+    assert_eq!(closed, Some(1.0));
 }
 
 /// SHA-1 (FIPS 180-4), for the WebSocket handshake's accept value (RFC 6455 §4.2.2).
