@@ -41,6 +41,9 @@ pub struct LogRecord<'a> {
     pub status: u16,
     /// Response bytes sent to the client (body).
     pub bytes_out: u64,
+    /// The response body was not sent whole: the client went away, or the origin (or
+    /// a module) cut it. Squid's `_ABORTED` suffix.
+    pub aborted: bool,
     /// How it was served.
     pub outcome: CacheOutcome,
     /// The origin's host:port when one was contacted.
@@ -229,18 +232,29 @@ fn squid_code(outcome: CacheOutcome, status: u16) -> &'static str {
     }
 }
 
+/// Squid marks a transaction whose response did not reach the client whole.
+fn aborted_suffix(r: &LogRecord<'_>) -> &'static str {
+    let already = r.outcome == CacheOutcome::Error && r.status == 0;
+    if r.aborted && !already {
+        "_ABORTED"
+    } else {
+        ""
+    }
+}
+
 /// `%ts.%03tu %6tr %>a %Ss/%03>Hs %<st %rm %ru %[un %Sh/%<a %mt`
 fn squid(line: &mut String, r: &LogRecord<'_>) {
     // Squid stamps the line when it logs it, i.e. when the transaction ended.
     let end = since_epoch(r.start + r.elapsed);
     let _ = write!(
         line,
-        "{}.{:03} {:6} {} {}/{:03} {} ",
+        "{}.{:03} {:6} {} {}{}/{:03} {} ",
         end.as_secs(),
         end.subsec_millis(),
         r.elapsed.as_millis(),
         r.client.ip(),
         squid_code(r.outcome, r.status),
+        aborted_suffix(r),
         r.status,
         r.bytes_out,
     );

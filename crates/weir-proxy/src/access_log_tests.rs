@@ -12,6 +12,7 @@ fn record() -> LogRecord<'static> {
         version: http::Version::HTTP_11,
         status: 200,
         bytes_out: 1234,
+        aborted: false,
         outcome: CacheOutcome::Miss,
         upstream: Some("example.com:80"),
         content_type: Some("text/html"),
@@ -82,6 +83,29 @@ fn squid_line() {
         "1700000000.268    145 127.0.0.1 TCP_MISS_ABORTED/000 0 GET http://example.com/ - \
          HIER_NONE/- text/html;%20charset=utf-8\n"
     );
+    // A body that did not reach the client whole, from the cache or from the origin.
+    for (outcome, code) in [
+        (CacheOutcome::Hit, "TCP_MEM_HIT_ABORTED/200 "),
+        (CacheOutcome::Error, "TCP_MISS_ABORTED/200 "),
+    ] {
+        let r = LogRecord {
+            outcome,
+            aborted: true,
+            ..record()
+        };
+        let line = format_line(LogFormat::Squid, &r);
+        assert!(
+            line.contains(&format!(" 127.0.0.1 {code}1234 GET ")),
+            "{line}"
+        );
+    }
+    let r = LogRecord {
+        outcome: CacheOutcome::Error,
+        status: 0,
+        aborted: true,
+        ..record()
+    };
+    assert!(format_line(LogFormat::Squid, &r).contains(" TCP_MISS_ABORTED/000 "));
 }
 
 #[test]

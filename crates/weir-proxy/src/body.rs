@@ -31,6 +31,10 @@ pub struct ProxyBody {
     /// The length the response declared: hyper stops polling once it is reached, so
     /// the body may be dropped without ever returning its end.
     declared: Option<u64>,
+    /// The server writing the body says when it reached the client
+    /// ([`ProxyBody::delivered`]): its end, taken from the body, is not yet its
+    /// delivery (a hit's body of many megabytes is one chunk).
+    deferred: bool,
 }
 
 enum Kind {
@@ -95,6 +99,7 @@ impl ProxyBody {
             record: None,
             sent: 0,
             declared: None,
+            deferred: false,
         }
     }
 
@@ -129,16 +134,41 @@ impl ProxyBody {
         }
     }
 
+    /// The transaction completes when the server says the body reached the client
+    /// ([`ProxyBody::delivered`]), not when the body's end is taken; dropped before
+    /// that, the client went away.
+    pub(crate) fn defer_completion(&mut self) {
+        self.deferred = true;
+    }
+
+    /// The whole body was written to the client (after [`ProxyBody::defer_completion`]).
+    pub(crate) fn delivered(&mut self) {
+        self.finish(true);
+    }
+
+    /// `bytes` taken from the body did not reach the client: the connection failed.
+    pub(crate) fn not_delivered(&mut self, bytes: u64) {
+        self.sent = self.sent.saturating_sub(bytes);
+    }
+
     /// Sends the trailers that end the body; the body is over once they are sent.
     fn trailers(&mut self, trailers: Frame<Bytes>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         self.kind = Kind::Empty;
-        self.finish(true);
+        self.ended();
         Poll::Ready(Some(Ok(trailers)))
+    }
+
+    /// The body's end was taken.
+    fn ended(&mut self) {
+        if !self.deferred {
+            self.finish(true);
+        }
     }
 
     fn finish(&mut self, completed: bool) {
         if let Some(mut r) = self.record.take() {
-            r.completed |= completed || self.declared.is_some_and(|n| self.sent >= n);
+            let declared_sent = !self.deferred && self.declared.is_some_and(|n| self.sent >= n);
+            r.completed |= completed || declared_sent;
             r.finish(self.sent);
         }
     }
@@ -198,7 +228,7 @@ impl Body for ProxyBody {
                 this.sent += data.len() as u64;
                 // hyper stops polling a body that says it has ended.
                 if http_body::Body::is_end_stream(&*this) {
-                    this.finish(true);
+                    this.ended();
                 }
                 Poll::Ready(Some(Ok(Frame::data(data))))
             }
@@ -210,7 +240,7 @@ impl Body for ProxyBody {
                 Poll::Ready(Some(Err(e)))
             }
             Poll::Ready(None) => {
-                this.finish(true);
+                this.ended();
                 Poll::Ready(None)
             }
         }

@@ -132,6 +132,7 @@ impl TxnRecord {
                 version: log.version,
                 status: self.status,
                 bytes_out,
+                aborted: self.body_failed || !self.completed,
                 outcome,
                 upstream: log.upstream.as_deref(),
                 content_type: log.content_type.as_deref(),

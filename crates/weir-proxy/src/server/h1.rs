@@ -256,7 +256,16 @@ async fn respond(
             drop(body);
             write_all(io, &mut [IoSlice::new(&out)]).await?;
         }
-        _ => send_body(io, out, body, written).await?,
+        _ => {
+            // Logged and counted once the last byte is written, not when it is taken
+            // from the body: a client that goes away meanwhile aborted it.
+            let mut body = body;
+            body.defer_completion();
+            send_body(io, out, &mut body, written).await?;
+            poll_fn(|cx| Pin::new(&mut *io).poll_flush(cx)).await?;
+            body.delivered();
+            return Ok(keep_alive);
+        }
     }
     poll_fn(|cx| Pin::new(&mut *io).poll_flush(cx)).await?;
     Ok(keep_alive)
@@ -275,7 +284,7 @@ fn write_interim(
 async fn send_body(
     io: &mut ClientIo,
     mut out: Vec<u8>,
-    body: ProxyBody,
+    body: &mut ProxyBody,
     written: Written,
 ) -> io::Result<()> {
     let Written {
@@ -288,7 +297,7 @@ async fn send_body(
         Coding::Length(n) => n,
         _ => u64::MAX,
     };
-    let mut body = pin!(body);
+    let mut body = Pin::new(body);
     loop {
         let frame = match poll_fn(|cx| Poll::Ready(body.as_mut().poll_frame(cx))).await {
             Poll::Ready(frame) => frame,
@@ -326,7 +335,8 @@ async fn send_body(
                 return Err(io::Error::other("response body longer than its length"));
             }
             left -= data.len() as u64;
-            write_all(io, &mut [IoSlice::new(&out), IoSlice::new(&data)]).await?;
+            let slices = &mut [IoSlice::new(&out), IoSlice::new(&data)];
+            write_data(io, slices, out.len(), data.len(), &mut body).await?;
             out.clear();
             if left == 0 {
                 return Ok(());
@@ -337,7 +347,7 @@ async fn send_body(
             let last = body.is_end_stream();
             let end = if last { &b"\r\n0\r\n\r\n"[..] } else { b"\r\n" };
             let slices = &mut [IoSlice::new(&out), IoSlice::new(&data), IoSlice::new(end)];
-            write_all(io, slices).await?;
+            write_data(io, slices, out.len(), data.len(), &mut body).await?;
             out.clear();
             if last {
                 return Ok(());
@@ -358,13 +368,42 @@ async fn send_body(
 }
 
 /// Writes all of `bufs`, gathered.
-async fn write_all(io: &mut ClientIo, mut bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
+async fn write_all(io: &mut ClientIo, bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
+    write_counted(io, bufs, &mut 0).await
+}
+
+/// Writes `bufs`: `before` bytes, then `len` of the body's data, then the framing
+/// after it. When the connection fails, the data that did not go out is taken off
+/// what the body counts as sent.
+async fn write_data(
+    io: &mut ClientIo,
+    bufs: &mut [IoSlice<'_>],
+    before: usize,
+    len: usize,
+    body: &mut Pin<&mut ProxyBody>,
+) -> io::Result<()> {
+    let mut written = 0;
+    let result = write_counted(io, bufs, &mut written).await;
+    if result.is_err() {
+        let out = written.saturating_sub(before).min(len);
+        body.not_delivered((len - out) as u64);
+    }
+    result
+}
+
+/// Writes all of `bufs`, gathered, adding what went out to `written`.
+async fn write_counted(
+    io: &mut ClientIo,
+    mut bufs: &mut [IoSlice<'_>],
+    written: &mut usize,
+) -> io::Result<()> {
     IoSlice::advance_slices(&mut bufs, 0);
     while !bufs.is_empty() {
         let n = poll_fn(|cx| Pin::new(&mut *io).poll_write_vectored(cx, bufs)).await?;
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
+        *written += n;
         IoSlice::advance_slices(&mut bufs, n);
     }
     Ok(())

@@ -123,3 +123,57 @@ fn a_client_that_stalls_mid_body_gets_408() {
     assert_eq!(response.body, b"slow but  still here");
     assert!(proxy.is_running());
 }
+
+/// A client that goes away in the middle of a large hit is logged as Squid logs it
+/// (`TCP_MEM_HIT_ABORTED`), with the bytes that went out rather than the whole body,
+/// and counted in `client_aborted`: the transaction ends when its last byte is
+/// written, not when the body (one chunk of many megabytes) is handed over.
+#[test]
+fn a_client_gone_in_the_middle_of_a_hit_is_logged_aborted() {
+    const SIZE: usize = 24 << 20;
+    let origin = TestOrigin::start();
+    origin.route("/large", Reply::ok(vec![b'w'; SIZE]).cc("max-age=600"));
+    let proxy = Proxy::builder()
+        .forward()
+        .option("cache", "max_memory_object", "32MiB")
+        .access_log("squid")
+        .start();
+    let url = origin.url("/large");
+    let get = format!("GET {url} HTTP/1.1\r\nHost: {}\r\n\r\n", origin.addr());
+    let mut whole = RawConn::connect(proxy.forward_addr());
+    whole.send(get.as_bytes());
+    let head = whole.read_head().expect("the miss's head");
+    assert_eq!(head.status, 200);
+    assert_eq!(whole.read_bytes(SIZE).expect("the whole body").len(), SIZE);
+
+    let mut gone = RawConn::connect(proxy.forward_addr());
+    gone.send(get.as_bytes());
+    let head = gone.read_head().expect("the hit's head");
+    assert!(
+        is_hit(head.header("cache-status").unwrap_or("")),
+        "{head:?}"
+    );
+    gone.read_bytes(64 << 10).expect("the hit's first bytes");
+    drop(gone);
+
+    let aborted = |text: &str| metric(text, "weir_errors_total", &[("kind", "client_aborted")]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let lines = loop {
+        let text = std::fs::read_to_string(proxy.access_log_path()).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_string).collect();
+        if lines.len() >= 2 || Instant::now() > deadline {
+            break lines;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let fields = |line: &str| -> (String, u64) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f[3].to_string(), f[4].parse().unwrap())
+    };
+    assert_eq!(fields(&lines[0]), ("TCP_MISS/200".into(), SIZE as u64));
+    let (code, bytes) = fields(&lines[1]);
+    assert_eq!(code, "TCP_MEM_HIT_ABORTED/200", "{}", lines[1]);
+    assert!(bytes < SIZE as u64, "{}", lines[1]);
+    assert_eq!(aborted(&proxy.metrics()), Some(1.0));
+}
