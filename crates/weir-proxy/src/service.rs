@@ -13,6 +13,7 @@ use http::header::{self, HeaderValue};
 use http::{request, Method, Request, Response, StatusCode};
 
 use crate::body::{ClientIncoming, ClientStream, ProxyBody, ReadAheadError, RequestBody};
+use crate::cached::range_all;
 use crate::config::ListenMode;
 use crate::error::{body_too_large, client_body_error, ProxyError};
 use crate::forward::{forward_hooked, upstream_request};
@@ -25,6 +26,7 @@ use crate::record::{LogInfo, TxnRecord};
 use crate::served::{error_served, set_cache_status, Served};
 use crate::target::resolve_target;
 use weir_api::{CacheLookup, Event};
+use weir_cache::RequestFields;
 
 // The accept layer and the content manager name the transaction's state and facts
 // through here.
@@ -292,10 +294,31 @@ fn transact<'a>(
         }
         let skip_cache = txn.as_ref().is_some_and(|t| t.txn.cache_overrides().skip);
         // What the request says to the cache, read once for every step that asks.
-        let asked = weir_cache::RequestFields::of(&parts.headers);
+        let mut asked = weir_cache::RequestFields::of(&parts.headers);
+        // `Range: bytes=0-` is served as a plain GET by the cache path (`range_all.rs`).
+        let all_bytes = asked.range
+            && parts.method == Method::GET
+            && !skip_cache
+            && range_all::asks_for_everything(&parts.headers)
+            && crate::cached::is_cache_candidate(
+                &parts,
+                RequestFields {
+                    range: false,
+                    ..asked
+                },
+            );
+        if all_bytes {
+            parts.headers.remove(header::RANGE);
+            asked.range = false;
+        }
         if !skip_cache && crate::cached::is_cache_candidate(&parts, asked) {
             drop(body);
-            return crate::cached::serve(engine, parts, target, txn, asked, nested).await;
+            let served = crate::cached::serve(engine, parts, target, txn, asked, nested).await;
+            return if all_bytes {
+                served.map(range_all::as_all_bytes)
+            } else {
+                served
+            };
         }
         // A range miss is forwarded with its Range; its key is kept to fill the cache after,
         // with a ticket taken before the origin is asked (no resurrection by its part).

@@ -304,7 +304,7 @@ fn partial(object: &CachedObject, now: SystemTime, first: u64, last: u64) -> Res
     r
 }
 
-fn content_range(range: Option<(u64, u64)>, len: u64) -> HeaderValue {
+pub(super) fn content_range(range: Option<(u64, u64)>, len: u64) -> HeaderValue {
     let text = match range {
         Some((first, last)) => format!("bytes {first}-{last}/{len}"),
         None => format!("bytes */{len}"),

@@ -214,6 +214,42 @@ async fn a_range_miss_fills_the_cache_in_the_background() {
     }
 }
 
+/// `Range: bytes=0-` (a media player's first request) asks for everything: the origin
+/// is asked once, without the range, the object is stored, and the client gets the
+/// 206 of all its bytes; later requests for it or for a range of it are hits. A HEAD
+/// with such a range is answered as a HEAD.
+#[tokio::test]
+async fn a_range_of_every_byte_is_filled_once_as_a_plain_get() {
+    let origin = TestOrigin::start();
+    ranged(&origin, "/movie", 50_000, "max-age=600");
+    let proxy = Proxy::forward();
+    let client = proxied_client(proxy.forward_addr());
+    let url = origin.url("/movie");
+    let everything: String = (0..50_000)
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
+    for hit in [false, true] {
+        let r = get(&client, &url, &[("range", "bytes=0-")]).await;
+        assert_eq!(r.status.as_u16(), 206, "{}", r.cache_status());
+        assert_eq!(range(&r).as_deref(), Some("bytes 0-49999/50000"));
+        assert_eq!(r.header("content-length").as_deref(), Some("50000"));
+        assert!(r.text() == everything, "the whole body");
+        assert_eq!(is_hit(&r.cache_status()), hit, "{}", r.cache_status());
+    }
+    let r = get(&client, &url, &[("range", "bytes=100-109")]).await;
+    assert_eq!(
+        (r.status.as_u16(), r.text()),
+        (206, everything[100..110].to_string())
+    );
+    assert!(is_hit(&r.cache_status()), "{}", r.cache_status());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(origin.count("/movie"), 1, "one fetch, no background one");
+    assert_eq!(whole_fetches(&origin, "/movie"), 1);
+    let r = send(&client, "HEAD", &url, &[("range", "bytes=0-")], None).await;
+    assert_eq!(r.status.as_u16(), 200);
+    assert!(r.header("content-range").is_none());
+}
+
 /// The background fetch of the whole object asks for the object alone: without the
 /// client's range, preconditions, freshness demands and request-body fields, and with
 /// the fields that may choose the representation (here `Cookie`, `Accept-Language`).
