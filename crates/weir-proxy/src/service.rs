@@ -392,17 +392,8 @@ fn transact<'a>(
                     .await;
         }
         if let Some((key, ticket)) = range_miss {
-            if served.response.status() == StatusCode::PARTIAL_CONTENT {
-                let partial = served.response.headers();
-                crate::cached::range::fill_after_partial(
-                    engine, &key, &parts, &target, txn, partial,
-                )
+            served = range_all::after_range_miss(engine, key, ticket, &parts, &target, txn, served)
                 .await;
-                let rewrite = txn.as_ref().is_some_and(|t| t.wants(Event::ResponseBody));
-                served = crate::cached::part::keep_part(
-                    engine, &key, &parts, &target, ticket, rewrite, served,
-                );
-            }
         }
         Ok(served)
     }

@@ -160,13 +160,26 @@ pub(crate) async fn fill_after_partial(
     txn: &mut Option<ModTxn>,
     partial: &HeaderMap,
 ) {
+    if let Some(total) = complete_length(partial) {
+        fill_whole(engine, key, parts, target, txn, partial, total).await;
+    }
+}
+
+/// Fetches and stores in the background the whole object of `total` bytes whose
+/// fields (a 206's or a 200's) are `fields`, as [`fill_after_partial`] says.
+pub(super) async fn fill_whole(
+    engine: &Arc<Engine>,
+    key: &CacheKey,
+    parts: &request::Parts,
+    target: &Target,
+    txn: &mut Option<ModTxn>,
+    fields: &HeaderMap,
+    total: u64,
+) {
     let settings = engine.cache.settings();
     if !settings.range_fill_whole {
         return;
     }
-    let Some(total) = complete_length(partial) else {
-        return;
-    };
     if total == 0 || total > settings.max_object_bytes {
         return;
     }
@@ -177,7 +190,7 @@ pub(crate) async fn fill_after_partial(
         request: whole,
         now,
         ..
-    }) = whole_object(engine, key, parts, target, partial, total)
+    }) = whole_object(engine, key, parts, target, fields, total)
     else {
         return;
     };

@@ -1,16 +1,31 @@
-//! A range request for every byte, `Range: bytes=0-`: what a media player or a
-//! download manager sends first, to learn whether ranges are served. Forwarded with
-//! its `Range` as other range misses are, the origin sends the whole body as a 206,
-//! and the background fetch that fills the cache sends it all again. Such a request
-//! takes the cache path as a plain GET instead (filled once, coalesced, a hit once
-//! stored), and a 200 of known length is answered as the 206 of all its bytes, as
-//! nginx and Varnish answer it. Above `range.rs`, whose `Content-Range` it writes.
+//! Range requests that the whole object answers. One for every byte, `Range:
+//! bytes=0-`, is what a media player or a download manager sends first, to learn
+//! whether ranges are served. Forwarded with its `Range` as other range misses are,
+//! the origin sends the whole body as a 206, and the background fetch that fills the
+//! cache sends it all again. Such a request takes the cache path as a plain GET instead
+//! (filled once, coalesced, a hit once stored), and a 200 of known length is answered
+//! as the 206 of all its bytes, as nginx and Varnish answer it. And a range miss that
+//! an origin answers with the whole object (a 200: it does not serve ranges) is stored
+//! as that object. Above `range.rs` and `part.rs`, which handle the origin's 206.
 
-use http::header::{self, HeaderMap};
-use http::StatusCode;
+use std::sync::Arc;
+use std::time::SystemTime;
 
-use super::range::content_range;
+use std::task::Poll;
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{request, Response, StatusCode};
+use weir_cache::{CacheKey, CachedObject, FillHold, StoragePolicy, Ticket};
+
+use super::range::{content_range, fill_after_partial, fill_whole, whole_object_request};
+use crate::body::BodySource;
+use crate::body::ProxyBody;
+use crate::engine::Engine;
+use crate::modules::txn::ModTxn;
 use crate::served::Served;
+use crate::target::Target;
+use weir_api::Event;
 
 /// Whether the request's only `Range` asks for every byte (`bytes=0-`) and nothing
 /// makes it conditional (`If-Range`): it may then be served as a plain GET.
@@ -47,6 +62,139 @@ pub(crate) fn as_all_bytes(mut served: Served) -> Served {
         response.headers_mut().insert(header::CONTENT_RANGE, all);
     }
     served
+}
+
+/// After a range miss was forwarded: the origin's 206 may be kept as a part and start
+/// the background fill of the whole (`range.rs`, `part.rs`); its 200 is the whole
+/// object, stored as a miss's answer would be. `ticket` was taken before the origin
+/// was asked, so a purge meanwhile keeps what it answered out.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn after_range_miss(
+    engine: &Arc<Engine>,
+    key: CacheKey,
+    ticket: Ticket,
+    parts: &request::Parts,
+    target: &Target,
+    txn: &mut Option<ModTxn>,
+    served: Served,
+) -> Served {
+    let rewrite = txn.as_ref().is_some_and(|t| t.wants(Event::ResponseBody));
+    match served.response.status() {
+        StatusCode::PARTIAL_CONTENT => {
+            let partial = served.response.headers();
+            fill_after_partial(engine, &key, parts, target, txn, partial).await;
+            super::part::keep_part(engine, &key, parts, target, ticket, rewrite, served)
+        }
+        StatusCode::OK
+            if !rewrite && !txn.as_ref().is_some_and(|t| t.txn.cache_overrides().skip) =>
+        {
+            keep_whole_answer(engine, key, ticket, parts, target, txn, served).await
+        }
+        _ => served,
+    }
+}
+
+/// The origin ignored the range and sent the whole object. One the memory tier takes
+/// is copied as it goes to the client and stored once every byte its
+/// `Content-Length` announced has passed, as a kept part is (`part.rs`); a larger one
+/// is fetched again in the background and stored (`range_fill = "whole"`), as a 206's
+/// whole object is.
+async fn keep_whole_answer(
+    engine: &Arc<Engine>,
+    key: CacheKey,
+    ticket: Ticket,
+    parts: &request::Parts,
+    target: &Target,
+    txn: &mut Option<ModTxn>,
+    mut served: Served,
+) -> Served {
+    let request = whole_object_request(parts);
+    let now = SystemTime::now();
+    let options = engine.policy_options(target.targeted, key.url());
+    let (head, mut body) =
+        std::mem::replace(&mut served.response, Response::new(ProxyBody::empty())).into_parts();
+    let policy = StoragePolicy::with_options(&request, &head, now, &options);
+    let length = crate::headers::content_length(&head.headers);
+    let storable = policy.is_worth_storing(now);
+    match length {
+        Some(n) if storable && n <= engine.cache.memory_object_limit() => {}
+        Some(n) if storable => {
+            fill_whole(engine, &key, parts, target, txn, &head.headers, n).await;
+            served.response = Response::from_parts(head, body);
+            return served;
+        }
+        _ => {
+            served.response = Response::from_parts(head, body);
+            return served;
+        }
+    }
+    let expected = length.unwrap_or(0) as usize;
+    let object = CachedObject::new(StatusCode::OK, &head.headers, Bytes::new(), policy);
+    let mut keeping = Some(Keeping {
+        engine: engine.clone(),
+        key,
+        request,
+        object,
+        ticket,
+        expected,
+        held: BytesMut::with_capacity(expected),
+        hold: engine.cache.fill_budget().hold(),
+    });
+    // Stored when the last announced byte passes: a body whose declared length was
+    // sent may be dropped without being polled to its end.
+    let tee = futures_util::stream::poll_fn(move |cx| {
+        let polled = body.poll_chunk(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(chunk))) => {
+                if keeping.as_mut().is_some_and(|k| !k.take(chunk)) {
+                    keeping = None;
+                }
+                if keeping.as_ref().is_some_and(|k| k.held.len() == k.expected) {
+                    if let Some(k) = keeping.take() {
+                        k.store();
+                    }
+                }
+            }
+            Poll::Ready(_) => keeping = None,
+            Poll::Pending => {}
+        }
+        polled
+    });
+    served.response = Response::from_parts(head, ProxyBody::stream(Box::pin(tee)));
+    served.cache_status = HeaderValue::from_static("weir; fwd=bypass; stored");
+    served
+}
+
+/// A whole answer being copied for the cache as it passes.
+struct Keeping {
+    engine: Arc<Engine>,
+    key: CacheKey,
+    request: request::Parts,
+    object: CachedObject,
+    ticket: Ticket,
+    expected: usize,
+    held: BytesMut,
+    hold: FillHold,
+}
+
+impl Keeping {
+    /// Takes note of a chunk on its way to the client; `false` once the answer can no
+    /// longer be kept (more bytes than announced, or no room in the fill budget).
+    fn take(&mut self, chunk: &Bytes) -> bool {
+        if self.held.len() + chunk.len() > self.expected || !self.hold.try_add(chunk.len() as u64) {
+            return false;
+        }
+        self.held.extend_from_slice(chunk);
+        true
+    }
+
+    fn store(self) {
+        let mut object = self.object;
+        object.body = weir_cache::Body::Memory(self.held.freeze());
+        self.engine
+            .cache
+            .store(&self.key, &self.request, object, self.ticket);
+    }
 }
 
 #[cfg(test)]

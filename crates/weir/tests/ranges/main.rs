@@ -26,12 +26,14 @@ async fn a_stored_copy_answers_single_ranges() {
     let client = proxied_client(proxy.forward_addr());
     let url = origin.url("/r");
 
-    // Not stored yet: forwarded as before (this origin ignores Range), not stored.
+    // Not stored yet: forwarded with its range. This origin ignores ranges, and its
+    // whole answer is stored as it passes.
     let r = get(&client, &url, &[("range", "bytes=0-1")]).await;
     assert_eq!((r.status.as_u16(), r.text().as_str()), (200, "0123456789"));
-    assert!(!is_hit(&r.cache_status()), "{:?}", r.cache_status());
-    get(&client, &url, &[]).await;
-    assert_eq!(origin.count("/r"), 2);
+    assert_eq!(r.cache_status(), "weir; fwd=bypass; stored");
+    let r = get(&client, &url, &[]).await;
+    assert!(is_hit(&r.cache_status()), "{:?}", r.cache_status());
+    assert_eq!(origin.count("/r"), 1);
 
     for (asked, body, content_range) in [
         ("bytes=2-5", "2345", "bytes 2-5/10"),
@@ -75,7 +77,7 @@ async fn a_stored_copy_answers_single_ranges() {
     )
     .await;
     assert_eq!((r.status.as_u16(), r.text().as_str()), (206, "01"));
-    assert_eq!(origin.count("/r"), 2, "every range came from the cache");
+    assert_eq!(origin.count("/r"), 1, "every range came from the cache");
 }
 
 #[tokio::test]
@@ -248,6 +250,54 @@ async fn a_range_of_every_byte_is_filled_once_as_a_plain_get() {
     let r = send(&client, "HEAD", &url, &[("range", "bytes=0-")], None).await;
     assert_eq!(r.status.as_u16(), 200);
     assert!(r.header("content-range").is_none());
+}
+
+/// An origin that ignores ranges answers a range miss with the whole object: one too
+/// large for the memory tier is fetched again in the background and stored (on disk),
+/// one not to be stored is not; after that, ranges are hits.
+#[tokio::test]
+async fn a_whole_answer_to_a_range_miss_fills_the_cache() {
+    let origin = TestOrigin::start();
+    let body: Vec<u8> = (0..300_000).map(|i| (i % 251) as u8).collect();
+    origin.route("/big", Reply::ok(body.clone()).cc("max-age=600"));
+    origin.route("/nostore", Reply::ok(body.clone()).cc("no-store"));
+    let dir = temp_dir("ranges-whole-answer");
+    let disk = format!(
+        "{{ path = {:?}, size = \"64MiB\" }}",
+        dir.display().to_string()
+    );
+    let proxy = Proxy::builder()
+        .forward()
+        .option("cache", "disk", &disk)
+        .option("cache", "max_memory_object", "64KiB")
+        .start();
+    let client = proxied_client(proxy.forward_addr());
+    let url = origin.url("/big");
+    let first = get(&client, &url, &[("range", "bytes=10-19")]).await;
+    assert_eq!(first.status.as_u16(), 200);
+    assert!(first.body == body, "the whole body");
+    let stored = wait_until(Duration::from_secs(10), || {
+        metric(&proxy.metrics(), "weir_cache_disk_entries", &[]).is_some_and(|n| n >= 1.0)
+    });
+    assert!(stored, "fetched again and written to disk");
+    let hit = get(&client, &url, &[("range", "bytes=1000-1009")]).await;
+    assert!(is_hit(&hit.cache_status()), "{}", hit.cache_status());
+    assert_eq!(hit.status.as_u16(), 206);
+    assert!(hit.body == body[1000..1010], "bytes 1000-1009");
+    assert_eq!(
+        origin.count("/big"),
+        2,
+        "the range miss, then the background fetch"
+    );
+
+    let url = origin.url("/nostore");
+    for _ in 0..2 {
+        let r = get(&client, &url, &[("range", "bytes=10-19")]).await;
+        assert_eq!(r.status.as_u16(), 200);
+        assert_eq!(r.cache_status(), "weir; fwd=bypass");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(origin.count("/nostore"), 2);
 }
 
 /// The background fetch of the whole object asks for the object alone: without the
