@@ -110,6 +110,7 @@ fn figures(metrics: &Metrics, facts: &StatusFacts) -> Value {
             "loading": f.cache.disk.loading,
         },
         "origin_connections": f.origin_connections,
+        "tunnels": f.tunnels,
         "modules": modules(metrics),
     })
 }

@@ -19,6 +19,8 @@ pub(crate) struct Figures {
     pub errors: [u64; ErrorKind::ALL.len()],
     /// Open origin connections.
     pub origin_connections: i64,
+    /// Open CONNECT tunnels and switched connections (WebSockets).
+    pub tunnels: i64,
     /// The cache's tiers.
     pub cache: CacheFigures,
     /// The process: resident memory and its peak.
@@ -40,6 +42,7 @@ impl Metrics {
             bytes_out_cached: self.requests.bytes(super::requests::Bytes::OutCached),
             errors: std::array::from_fn(|i| self.errors[i].get()),
             origin_connections: self.origin_open.get(),
+            tunnels: self.tunnels_open.get(),
             cache,
             process: ProcessFigures::read(),
         }

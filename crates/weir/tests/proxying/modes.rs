@@ -178,6 +178,11 @@ fn a_silent_tunnel_is_closed_after_tunnel_idle() {
         assert_eq!(conn.read_bytes(4).expect("echoed while busy"), b"ping");
     }
     assert_eq!(gauge(&proxy, "weir_tunnels_open"), Some(1.0));
+    let status = raw_exchange(
+        proxy.admin_addr(),
+        b"GET /admin/status HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n",
+    );
+    assert!(status.text().contains("\"tunnels\":1"), "{}", status.text());
     let silent = Instant::now();
     let end = conn.read_bytes(1).expect_err("the tunnel is closed");
     assert_eq!(end.kind(), std::io::ErrorKind::UnexpectedEof, "{end}");
