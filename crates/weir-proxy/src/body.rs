@@ -7,13 +7,14 @@ pub(crate) mod request;
 pub(crate) mod source;
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 
 use crate::flight::{FlightHead, FlightOutcome};
-use crate::record::TxnRecord;
+use crate::record::{TunnelRecord, TxnRecord};
 
 pub(crate) use client::{ClientStream, ClientTunnel, H2Body, H2Tunnel, H2Upgrade};
 pub(crate) use request::{
@@ -49,6 +50,8 @@ enum Kind {
     /// stream in a box cost a miss about 480 instructions (its state moved at every
     /// chunk, the box allocated and freed).
     Flight(weir_cache::FlightReader<FlightHead>, FlightHead),
+    /// No body: the response opens a tunnel, whose record the tunnel completes.
+    Tunnel(Arc<TunnelRecord>),
 }
 
 impl ProxyBody {
@@ -88,6 +91,12 @@ impl ProxyBody {
         Self::from_kind(Kind::Upstream(b))
     }
 
+    /// The empty body of a response that opens a tunnel: the transaction's record goes
+    /// to `tunnel`, and is completed when the tunnel ends.
+    pub(crate) fn tunnel(tunnel: Arc<TunnelRecord>) -> Self {
+        Self::from_kind(Kind::Tunnel(tunnel))
+    }
+
     /// The body of the flight `reader` reads, whose head is `head`.
     pub(crate) fn flight(reader: weir_cache::FlightReader<FlightHead>, head: FlightHead) -> Self {
         Self::from_kind(Kind::Flight(reader, head))
@@ -113,6 +122,7 @@ impl ProxyBody {
         match &mut self.kind {
             Kind::Full(b) => Some(b.get_or_insert_with(Bytes::new)),
             Kind::Empty | Kind::Stream(_) | Kind::Frames(_) | Kind::Upstream(_) => None,
+            Kind::Tunnel(_) => None,
             Kind::Flight(..) => None,
         }
     }
@@ -120,10 +130,14 @@ impl ProxyBody {
     /// Whether the body is held whole (or empty): it then ends itself as its one frame
     /// is taken, so its completion needs no declared length.
     pub(crate) fn is_whole(&self) -> bool {
-        matches!(self.kind, Kind::Empty | Kind::Full(_))
+        matches!(self.kind, Kind::Empty | Kind::Full(_) | Kind::Tunnel(_))
     }
 
     pub(crate) fn attach(&mut self, record: Box<TxnRecord>, declared_len: Option<u64>) {
+        if let Kind::Tunnel(tunnel) = &self.kind {
+            tunnel.keep(record);
+            return;
+        }
         self.record = Some(record);
         self.declared = declared_len;
         if http_body::Body::is_end_stream(self) {
@@ -190,7 +204,7 @@ impl Body for ProxyBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
         let polled: Poll<Option<Result<Bytes, BoxError>>> = match &mut this.kind {
-            Kind::Empty => Poll::Ready(None),
+            Kind::Empty | Kind::Tunnel(_) => Poll::Ready(None),
             Kind::Full(b) => Poll::Ready(b.take().map(Ok)),
             Kind::Stream(s) => s.as_mut().poll_next(cx),
             Kind::Frames(s) => match s.as_mut().poll_next(cx) {
@@ -248,7 +262,7 @@ impl Body for ProxyBody {
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::Empty => true,
+            Kind::Empty | Kind::Tunnel(_) => true,
             Kind::Full(b) => b.is_none(),
             Kind::Stream(_) | Kind::Frames(_) | Kind::Flight(..) => false,
             Kind::Upstream(b) => b.is_end_stream(),
@@ -257,7 +271,7 @@ impl Body for ProxyBody {
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Empty => SizeHint::with_exact(0),
+            Kind::Empty | Kind::Tunnel(_) => SizeHint::with_exact(0),
             Kind::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             Kind::Full(None) => SizeHint::with_exact(0),
             Kind::Stream(_) | Kind::Frames(_) | Kind::Flight(..) => SizeHint::default(),

@@ -4,6 +4,7 @@
 //! client's connection, and through it the engine, to count and log); below the
 //! response body that completes it.
 
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 
@@ -141,6 +142,39 @@ impl TxnRecord {
                 user: self.txn.as_ref().and_then(|t| t.txn.user()),
                 fields,
             });
+        }
+    }
+}
+
+/// The record of a tunnel's transaction (CONNECT, or a protocol switch), held by the
+/// response that opened it and by the task that relays its bytes: completed when its
+/// last holder lets go, i.e. when the tunnel ends, with the bytes it carried, as Squid
+/// logs a tunnel when it closes.
+#[derive(Default)]
+pub(crate) struct TunnelRecord {
+    record: Mutex<Option<Box<TxnRecord>>>,
+    /// Bytes from the client to the server.
+    pub(crate) up: AtomicU64,
+    /// Bytes from the server to the client.
+    pub(crate) down: AtomicU64,
+    /// The client's side was joined: the tunnel was open.
+    pub(crate) joined: AtomicBool,
+}
+
+impl TunnelRecord {
+    /// Keeps `record` until the tunnel ends.
+    pub(crate) fn keep(&self, record: Box<TxnRecord>) {
+        *self.record.lock().unwrap_or_else(|e| e.into_inner()) = Some(record);
+    }
+}
+
+impl Drop for TunnelRecord {
+    fn drop(&mut self) {
+        let record = self.record.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(mut r) = record.take() {
+            r.bytes_in = *self.up.get_mut();
+            r.completed = *self.joined.get_mut();
+            r.finish(*self.down.get_mut());
         }
     }
 }

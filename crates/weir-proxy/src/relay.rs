@@ -6,6 +6,7 @@
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -14,13 +15,20 @@ use tokio::time::Instant;
 
 use crate::body::ClientTunnel;
 use crate::engine::Engine;
+use crate::record::TunnelRecord;
 
 /// Joins the client's side of the tunnel that `req` asked for to `server`: once the
 /// response accepting it has been sent, bytes are copied both ways until either side
 /// closes, or until both have been silent for the engine's `tunnel_idle` (then both
-/// connections are closed). `what` names the tunnel in the debug log.
-pub(crate) fn join<B, S>(engine: &Engine, req: http::Request<B>, server: S, what: &'static str)
-where
+/// connections are closed). `what` names the tunnel in the debug log. `record` is the
+/// transaction's, completed with the bytes each way when the tunnel ends.
+pub(crate) fn join<B, S>(
+    engine: &Engine,
+    req: http::Request<B>,
+    server: S,
+    what: &'static str,
+    record: Arc<TunnelRecord>,
+) where
     B: Send + 'static,
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -35,14 +43,17 @@ where
             }
         };
         let _open = metrics.tunnel_opened();
+        record.joined.store(true, Ordering::Relaxed);
         let heard = Heard::new();
         let mut client = Watched {
             io: client,
             heard: &heard,
+            bytes: &record.up,
         };
         let mut server = Watched {
             io: server,
             heard: &heard,
+            bytes: &record.down,
         };
         tokio::select! {
             _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
@@ -92,10 +103,12 @@ impl Heard {
     }
 }
 
-/// One side of a relay, noting in `heard` each time it has bytes to give.
+/// One side of a relay, noting in `heard` each time it has bytes to give, and
+/// counting them in `bytes`.
 struct Watched<'a, S> {
     io: S,
     heard: &'a Heard,
+    bytes: &'a AtomicU64,
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Watched<'_, S> {
@@ -106,8 +119,10 @@ impl<S: AsyncRead + Unpin> AsyncRead for Watched<'_, S> {
     ) -> Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.io).poll_read(cx, buf);
-        if buf.filled().len() > before {
+        let read = buf.filled().len() - before;
+        if read > 0 {
             self.heard.note();
+            self.bytes.fetch_add(read as u64, Ordering::Relaxed);
         }
         polled
     }

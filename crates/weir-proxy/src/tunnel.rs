@@ -10,6 +10,7 @@ use crate::conn::ConnInfo;
 use crate::engine::Engine;
 use crate::error::ProxyError;
 use crate::metrics::{CacheOutcome, ErrorKind};
+use crate::record::TunnelRecord;
 use crate::served::Served;
 use crate::upstream::OriginAddr;
 
@@ -64,9 +65,10 @@ pub(crate) async fn connect(
         }
     };
     let _ = stream.set_nodelay(true);
-    crate::relay::join(engine, req, stream, "a CONNECT tunnel");
+    let record = Arc::new(TunnelRecord::default());
+    crate::relay::join(engine, req, stream, "a CONNECT tunnel", record.clone());
     Ok(Served {
-        response: Response::new(ProxyBody::empty()),
+        response: Response::new(ProxyBody::tunnel(record)),
         outcome: CacheOutcome::Tunnel,
         cache_status: HeaderValue::from_static("weir; fwd=bypass; detail=tunnel"),
         upstream: Some(target),

@@ -18,6 +18,7 @@ use crate::error::ProxyError;
 use crate::forward::{logged_origin, relayed, upstream_error, upstream_request};
 use crate::headers;
 use crate::metrics::CacheOutcome;
+use crate::record::TunnelRecord;
 use crate::served::Served;
 use crate::target::Target;
 use crate::upstream::UpgradeAnswer;
@@ -67,8 +68,10 @@ pub(crate) async fn serve(
         switching(&mut headers, chosen);
     }
     headers::append_via(&mut headers, Version::HTTP_11);
-    crate::relay::join(engine, Request::from_parts(parts, ()), origin, "an upgrade");
-    let mut response = Response::new(ProxyBody::empty());
+    let record = Arc::new(TunnelRecord::default());
+    let req = Request::from_parts(parts, ());
+    crate::relay::join(engine, req, origin, "an upgrade", record.clone());
+    let mut response = Response::new(ProxyBody::tunnel(record));
     *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     *response.headers_mut() = headers;
     Ok(Served {

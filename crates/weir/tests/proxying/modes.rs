@@ -152,7 +152,9 @@ fn connect_tunnel_relays_bytes_both_ways() {
 }
 
 /// A tunnel that carries nothing either way for `[timeouts] tunnel_idle` is closed on
-/// both sides; one that keeps carrying bytes is not, however old it is.
+/// both sides; one that keeps carrying bytes is not, however old it is. It is logged
+/// and counted when it ends, with its duration and the bytes it carried, as Squid
+/// logs a tunnel.
 #[test]
 fn a_silent_tunnel_is_closed_after_tunnel_idle() {
     let echo = EchoServer::start();
@@ -160,6 +162,7 @@ fn a_silent_tunnel_is_closed_after_tunnel_idle() {
         .forward()
         .connect_ports(&[echo.port()])
         .option("timeouts", "tunnel_idle", "1s")
+        .access_log("squid")
         .start();
     let mut conn = RawConn::connect(proxy.forward_addr());
     conn.send(
@@ -191,8 +194,24 @@ fn a_silent_tunnel_is_closed_after_tunnel_idle() {
         waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
         "{waited:?}"
     );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let line = loop {
+        let log = std::fs::read_to_string(proxy.access_log_path()).unwrap_or_default();
+        if let Some(line) = log.lines().find(|l| l.contains(" CONNECT ")) {
+            break line.to_string();
+        }
+        assert!(Instant::now() < deadline, "no CONNECT line in {log:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let f: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!((f[3], f[4]), ("TCP_TUNNEL/200", "12"), "{line}");
+    let elapsed: u64 = f[1].parse().unwrap();
+    assert!(elapsed >= 2_500, "the tunnel's whole life: {line}");
+    // Logged once the relay let go of everything: counted by then.
     assert_eq!(gauge(&proxy, "weir_tunnels_open"), Some(0.0));
     assert_eq!(gauge(&proxy, "weir_tunnels_idle_closed_total"), Some(1.0));
+    assert_eq!(gauge(&proxy, "weir_bytes_in_total"), Some(12.0));
+    assert_eq!(gauge(&proxy, "weir_bytes_out_total"), Some(12.0));
 }
 
 /// The same over HTTP/2 (RFC 9113 §8.5): the tunnel is one stream's DATA frames.
