@@ -36,6 +36,7 @@ pub(crate) mod part;
 mod post;
 pub(crate) mod range;
 pub(crate) mod range_all;
+mod tee;
 use fill::{fetch_in_background, start_fetch, Fill};
 use hit::{serve_object, HIT};
 use post::same_origin_path;

@@ -6,56 +6,18 @@
 //! request for the whole object the part's storage policy is judged on.
 
 use std::sync::Arc;
-use std::task::Poll;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::header;
 use http::{request, StatusCode};
-use weir_cache::{CacheKey, CachedObject, FillHold, Part, Ticket};
+use weir_cache::{CacheKey, CachedObject, Part, Ticket};
 
 use super::range::{whole_object, WholeObject};
-use crate::body::{BodySource, ProxyBody};
+use super::tee::keep_as_it_passes;
+use crate::body::ProxyBody;
 use crate::engine::Engine;
 use crate::served::Served;
 use crate::target::Target;
-
-/// What a kept part still needs once its body has passed.
-struct Keeping {
-    engine: Arc<Engine>,
-    key: CacheKey,
-    request: request::Parts,
-    head: CachedObject,
-    first: u64,
-    length: u64,
-    expected: usize,
-    ticket: Ticket,
-    held: BytesMut,
-    hold: FillHold,
-}
-
-impl Keeping {
-    /// Takes note of a chunk on its way to the client. Returns `false` once the part
-    /// can no longer be kept: more bytes than announced, or no room in the fill budget.
-    fn take(&mut self, chunk: &Bytes) -> bool {
-        if self.held.len() + chunk.len() > self.expected || !self.hold.try_add(chunk.len() as u64) {
-            return false;
-        }
-        self.held.extend_from_slice(chunk);
-        true
-    }
-
-    fn store(self) {
-        let part = Part {
-            head: self.head,
-            first: self.first,
-            body: self.held.freeze(),
-            length: self.length,
-        };
-        self.engine
-            .cache
-            .store_part(&self.key, &self.request, part, self.ticket);
-    }
-}
 
 /// Keeps the 206 of `served` as a part of `key`'s object when it may be: a single
 /// byte range with a complete length that the memory tier would keep, a strong
@@ -95,40 +57,17 @@ pub(crate) fn keep_part(
     else {
         return served;
     };
-    let mut keeping = Some(Keeping {
-        engine: engine.clone(),
-        key: key.clone(),
-        request: whole,
-        head: CachedObject::new(StatusCode::OK, &head.headers, Bytes::new(), policy),
-        first,
-        length,
-        expected: expected as usize,
-        ticket,
-        held: BytesMut::with_capacity(expected as usize),
-        hold: engine.cache.fill_budget().hold(),
+    let head = CachedObject::new(StatusCode::OK, &head.headers, Bytes::new(), policy);
+    let (cache, key) = (engine.cache.clone(), key.clone());
+    let body = std::mem::replace(served.response.body_mut(), ProxyBody::empty());
+    *served.response.body_mut() = keep_as_it_passes(engine, body, expected as usize, move |body| {
+        let part = Part {
+            head,
+            first,
+            body,
+            length,
+        };
+        cache.store_part(&key, &whole, part, ticket);
     });
-    let mut body = std::mem::replace(served.response.body_mut(), ProxyBody::empty());
-    // Stored when the last announced byte passes: hyper may drop a body whose declared
-    // length was sent without polling it to its end.
-    let tee = futures_util::stream::poll_fn(move |cx| {
-        let polled = body.poll_chunk(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(chunk))) => {
-                if let Some(k) = keeping.as_mut() {
-                    if !k.take(chunk) {
-                        keeping = None;
-                    } else if k.held.len() == k.expected {
-                        if let Some(k) = keeping.take() {
-                            k.store();
-                        }
-                    }
-                }
-            }
-            Poll::Ready(_) => keeping = None,
-            Poll::Pending => {}
-        }
-        polled
-    });
-    *served.response.body_mut() = ProxyBody::stream(Box::pin(tee));
     served
 }

@@ -11,15 +11,13 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use std::task::Poll;
-
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Response, StatusCode};
-use weir_cache::{CacheKey, CachedObject, FillHold, StoragePolicy, Ticket};
+use weir_cache::{CacheKey, CachedObject, StoragePolicy, Ticket};
 
 use super::range::{content_range, fill_after_partial, fill_whole, whole_object_request};
-use crate::body::BodySource;
+use super::tee::keep_as_it_passes;
 use crate::body::ProxyBody;
 use crate::engine::Engine;
 use crate::modules::txn::ModTxn;
@@ -111,7 +109,7 @@ async fn keep_whole_answer(
     let request = whole_object_request(parts);
     let now = SystemTime::now();
     let options = engine.policy_options(target.targeted, key.url());
-    let (head, mut body) =
+    let (head, body) =
         std::mem::replace(&mut served.response, Response::new(ProxyBody::empty())).into_parts();
     let policy = StoragePolicy::with_options(&request, &head, now, &options);
     let length = crate::headers::content_length(&head.headers);
@@ -129,72 +127,15 @@ async fn keep_whole_answer(
         }
     }
     let expected = length.unwrap_or(0) as usize;
-    let object = CachedObject::new(StatusCode::OK, &head.headers, Bytes::new(), policy);
-    let mut keeping = Some(Keeping {
-        engine: engine.clone(),
-        key,
-        request,
-        object,
-        ticket,
-        expected,
-        held: BytesMut::with_capacity(expected),
-        hold: engine.cache.fill_budget().hold(),
+    let mut object = CachedObject::new(StatusCode::OK, &head.headers, Bytes::new(), policy);
+    let cache = engine.cache.clone();
+    let body = keep_as_it_passes(engine, body, expected, move |body| {
+        object.body = weir_cache::Body::Memory(body);
+        cache.store(&key, &request, object, ticket);
     });
-    // Stored when the last announced byte passes: a body whose declared length was
-    // sent may be dropped without being polled to its end.
-    let tee = futures_util::stream::poll_fn(move |cx| {
-        let polled = body.poll_chunk(cx);
-        match &polled {
-            Poll::Ready(Some(Ok(chunk))) => {
-                if keeping.as_mut().is_some_and(|k| !k.take(chunk)) {
-                    keeping = None;
-                }
-                if keeping.as_ref().is_some_and(|k| k.held.len() == k.expected) {
-                    if let Some(k) = keeping.take() {
-                        k.store();
-                    }
-                }
-            }
-            Poll::Ready(_) => keeping = None,
-            Poll::Pending => {}
-        }
-        polled
-    });
-    served.response = Response::from_parts(head, ProxyBody::stream(Box::pin(tee)));
+    served.response = Response::from_parts(head, body);
     served.cache_status = HeaderValue::from_static("weir; fwd=bypass; stored");
     served
-}
-
-/// A whole answer being copied for the cache as it passes.
-struct Keeping {
-    engine: Arc<Engine>,
-    key: CacheKey,
-    request: request::Parts,
-    object: CachedObject,
-    ticket: Ticket,
-    expected: usize,
-    held: BytesMut,
-    hold: FillHold,
-}
-
-impl Keeping {
-    /// Takes note of a chunk on its way to the client; `false` once the answer can no
-    /// longer be kept (more bytes than announced, or no room in the fill budget).
-    fn take(&mut self, chunk: &Bytes) -> bool {
-        if self.held.len() + chunk.len() > self.expected || !self.hold.try_add(chunk.len() as u64) {
-            return false;
-        }
-        self.held.extend_from_slice(chunk);
-        true
-    }
-
-    fn store(self) {
-        let mut object = self.object;
-        object.body = weir_cache::Body::Memory(self.held.freeze());
-        self.engine
-            .cache
-            .store(&self.key, &self.request, object, self.ticket);
-    }
 }
 
 #[cfg(test)]
