@@ -66,7 +66,6 @@ pub(crate) fn as_all_bytes(mut served: Served) -> Served {
 /// the background fill of the whole (`range.rs`, `part.rs`); its 200 is the whole
 /// object, stored as a miss's answer would be. `ticket` was taken before the origin
 /// was asked, so a purge meanwhile keeps what it answered out.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn after_range_miss(
     engine: &Arc<Engine>,
     key: CacheKey,

@@ -123,6 +123,18 @@ fn connect_tunnel_with_curl() {
     assert_eq!(origin.total(), 1);
 }
 
+/// A connection to the forward listener of `proxy` on which a CONNECT to `port` was
+/// answered 200.
+fn tunnel_to(proxy: &Proxy, port: u16) -> RawConn {
+    let mut conn = RawConn::connect(proxy.forward_addr());
+    conn.send(
+        format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").as_bytes(),
+    );
+    let head = conn.read_head().expect("CONNECT response");
+    assert_eq!(head.status, 200, "CONNECT to an allowed port");
+    conn
+}
+
 #[test]
 fn connect_tunnel_relays_bytes_both_ways() {
     let echo = EchoServer::start();
@@ -130,16 +142,7 @@ fn connect_tunnel_relays_bytes_both_ways() {
         .forward()
         .connect_ports(&[echo.port()])
         .start();
-    let mut conn = RawConn::connect(proxy.forward_addr());
-    conn.send(
-        format!(
-            "CONNECT 127.0.0.1:{0} HTTP/1.1\r\nHost: 127.0.0.1:{0}\r\n\r\n",
-            echo.port()
-        )
-        .as_bytes(),
-    );
-    let head = conn.read_head().expect("CONNECT response");
-    assert_eq!(head.status, 200, "CONNECT to an allowed port");
+    let mut conn = tunnel_to(&proxy, echo.port());
     for msg in [
         &b"hello tunnel"[..],
         &[0u8, 1, 2, 255, 13, 10][..],
@@ -164,15 +167,7 @@ fn a_silent_tunnel_is_closed_after_tunnel_idle() {
         .option("timeouts", "tunnel_idle", "1s")
         .access_log("squid")
         .start();
-    let mut conn = RawConn::connect(proxy.forward_addr());
-    conn.send(
-        format!(
-            "CONNECT 127.0.0.1:{0} HTTP/1.1\r\nHost: 127.0.0.1:{0}\r\n\r\n",
-            echo.port()
-        )
-        .as_bytes(),
-    );
-    assert_eq!(conn.read_head().expect("CONNECT response").status, 200);
+    let mut conn = tunnel_to(&proxy, echo.port());
     let gauge = |proxy: &Proxy, name| metric(&proxy.metrics(), name, &[]);
     // Bytes every 0.6 s keep it open past the limit.
     for _ in 0..3 {
