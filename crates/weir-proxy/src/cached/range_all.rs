@@ -49,12 +49,7 @@ pub(crate) fn as_all_bytes(mut served: Served) -> Served {
     if response.status() != StatusCode::OK {
         return served;
     }
-    let length = response
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if let Some(length @ 1..) = length {
+    if let Some(length @ 1..) = crate::headers::content_length(response.headers()) {
         *response.status_mut() = StatusCode::PARTIAL_CONTENT;
         let all = content_range(Some((0, length - 1)), length);
         response.headers_mut().insert(header::CONTENT_RANGE, all);
