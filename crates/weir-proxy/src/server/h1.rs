@@ -238,7 +238,7 @@ async fn respond(
     drop(handled);
     poll_fn(|cx| write_interim(io, interim, cx)).await?;
     let Ok(response) = answered;
-    let (parts, body) = response.into_parts();
+    let (parts, mut body) = response.into_parts();
     let hint = if body.is_end_stream() {
         BodyHint::Empty
     } else {
@@ -259,7 +259,6 @@ async fn respond(
         _ => {
             // Logged and counted once the last byte is written, not when it is taken
             // from the body: a client that goes away meanwhile aborted it.
-            let mut body = body;
             body.defer_completion();
             send_body(io, out, &mut body, written).await?;
             poll_fn(|cx| Pin::new(&mut *io).poll_flush(cx)).await?;
