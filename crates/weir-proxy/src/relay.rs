@@ -13,27 +13,30 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
-use crate::body::ClientTunnel;
+use crate::body::{ClientTunnel, ProxyBody};
 use crate::engine::Engine;
 use crate::record::TunnelRecord;
 
 /// Joins the client's side of the tunnel that `req` asked for to `server`: once the
 /// response accepting it has been sent, bytes are copied both ways until either side
 /// closes, or until both have been silent for the engine's `tunnel_idle` (then both
-/// connections are closed). `what` names the tunnel in the debug log. `record` is the
-/// transaction's, completed with the bytes each way when the tunnel ends.
+/// connections are closed). `what` names the tunnel in the debug log. Returns the
+/// body of the response that accepts the tunnel: the transaction's record goes through
+/// it to the tunnel, and is completed with the bytes each way when the tunnel ends.
 pub(crate) fn join<B, S>(
     engine: &Engine,
     req: http::Request<B>,
     server: S,
     what: &'static str,
-    record: Arc<TunnelRecord>,
-) where
+) -> ProxyBody
+where
     B: Send + 'static,
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let idle = engine.tunnel_idle;
     let metrics = engine.metrics.clone();
+    let record = Arc::new(TunnelRecord::default());
+    let body = ProxyBody::tunnel(record.clone());
     tokio::spawn(async move {
         let client = match ClientTunnel::accepted(req).await {
             Ok(client) => client,
@@ -63,6 +66,7 @@ pub(crate) fn join<B, S>(
             }
         }
     });
+    body
 }
 
 /// When either side last sent something.

@@ -5,12 +5,11 @@ use std::sync::Arc;
 use http::{HeaderValue, Request, Response, StatusCode};
 use tokio::net::TcpStream;
 
-use crate::body::{ClientStream, ProxyBody};
+use crate::body::ClientStream;
 use crate::conn::ConnInfo;
 use crate::engine::Engine;
 use crate::error::ProxyError;
 use crate::metrics::{CacheOutcome, ErrorKind};
-use crate::record::TunnelRecord;
 use crate::served::Served;
 use crate::upstream::OriginAddr;
 
@@ -65,10 +64,9 @@ pub(crate) async fn connect(
         }
     };
     let _ = stream.set_nodelay(true);
-    let record = Arc::new(TunnelRecord::default());
-    crate::relay::join(engine, req, stream, "a CONNECT tunnel", record.clone());
+    let body = crate::relay::join(engine, req, stream, "a CONNECT tunnel");
     Ok(Served {
-        response: Response::new(ProxyBody::tunnel(record)),
+        response: Response::new(body),
         outcome: CacheOutcome::Tunnel,
         cache_status: HeaderValue::from_static("weir; fwd=bypass; detail=tunnel"),
         upstream: Some(target),

@@ -12,13 +12,11 @@ use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Request, Response, StatusCode, Version};
 
 use crate::body::request::RequestBody;
-use crate::body::ProxyBody;
 use crate::engine::Engine;
 use crate::error::ProxyError;
 use crate::forward::{logged_origin, relayed, upstream_error, upstream_request};
 use crate::headers;
 use crate::metrics::CacheOutcome;
-use crate::record::TunnelRecord;
 use crate::served::Served;
 use crate::target::Target;
 use crate::upstream::UpgradeAnswer;
@@ -68,10 +66,8 @@ pub(crate) async fn serve(
         switching(&mut headers, chosen);
     }
     headers::append_via(&mut headers, Version::HTTP_11);
-    let record = Arc::new(TunnelRecord::default());
     let req = Request::from_parts(parts, ());
-    crate::relay::join(engine, req, origin, "an upgrade", record.clone());
-    let mut response = Response::new(ProxyBody::tunnel(record));
+    let mut response = Response::new(crate::relay::join(engine, req, origin, "an upgrade"));
     *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     *response.headers_mut() = headers;
     Ok(Served {
