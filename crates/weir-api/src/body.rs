@@ -27,3 +27,26 @@ pub struct WholeBody {
     /// module may still change the head or answer instead (to fail closed, say).
     pub truncated: bool,
 }
+
+/// Which way bytes go through a tunnel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TunnelDirection {
+    /// From the client to the server.
+    ToServer,
+    /// From the server to the client.
+    ToClient,
+}
+
+/// Bytes read from one side of a tunnel (a CONNECT tunnel, or a connection switched to
+/// another protocol such as a WebSocket), about to be written to the other, as the
+/// [`TunnelData`](crate::Event::TunnelData) event sees them. They are the tunnelled
+/// protocol's own (TLS records, for HTTPS through a CONNECT), one read's worth, with
+/// no message boundaries of their own.
+#[derive(Debug, Clone)]
+pub struct TunnelChunk {
+    /// Which way they go.
+    pub direction: TunnelDirection,
+    /// The bytes. What it holds after the callbacks is what is written, so a module
+    /// may change them, at the price of understanding the protocol inside.
+    pub data: Bytes,
+}

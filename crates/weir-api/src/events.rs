@@ -40,12 +40,18 @@ pub enum Event {
     /// (RFC 9111 §3 lets a cache discard them), so this event runs only on responses
     /// streamed from the origin.
     ResponseTrailers = 12,
+    /// Bytes through a tunnel the request opened (a CONNECT, or a protocol switch
+    /// such as a WebSocket), each read from either side before it is written to the
+    /// other. Without a module that asks for it, the engine relays a tunnel's bytes
+    /// without looking at them.
+    TunnelData = 13,
 }
 
 impl Event {
-    /// Every event, in transaction order (the trailer events after their bodies;
-    /// their numbers come last, so that those of the older events never changed).
-    pub const ALL: [Event; 13] = [
+    /// Every event, in transaction order (the trailer events after their bodies, the
+    /// tunnel's bytes after the response that opened it; the later events' numbers
+    /// come last, so that those of the older events never changed).
+    pub const ALL: [Event; 14] = [
         Event::RequestHeaders,
         Event::WholeRequest,
         Event::CacheLookup,
@@ -58,6 +64,7 @@ impl Event {
         Event::DeliverHeaders,
         Event::DeliverBody,
         Event::ResponseTrailers,
+        Event::TunnelData,
         Event::Log,
     ];
 
@@ -77,6 +84,7 @@ impl Event {
             Event::Log => "log",
             Event::RequestTrailers => "request_trailers",
             Event::ResponseTrailers => "response_trailers",
+            Event::TunnelData => "tunnel_data",
         }
     }
 }

@@ -13,6 +13,9 @@
 //!   ─▶ deliver headers ─▶ deliver body ─▶ log
 //!      [DeliverHeaders]   [DeliverBody]*  [Log]
 //! ```
+//! A request that opens a tunnel (a CONNECT, or a switch to another protocol such as
+//! a WebSocket) has no body events after `DeliverHeaders`: its bytes go through
+//! [`TunnelData`](Event::TunnelData)* each way until the tunnel closes, then `Log`.
 //! `Response*` events run before the cache stores a response, so what a module
 //! changes there is stored and computed once; `Deliver*` events run on every
 //! delivery, hits included, and are not stored.
@@ -53,7 +56,7 @@ mod module;
 mod settings;
 mod txn;
 
-pub use body::{BodyChunk, WholeBody};
+pub use body::{BodyChunk, TunnelChunk, TunnelDirection, WholeBody};
 pub use content::{
     BodyReader, BytesBody, ContentError, ContentFuture, ContentManager, ObjectInfo, StoredResponse,
     Trailers, CALL_BODY_LIMIT,

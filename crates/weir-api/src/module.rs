@@ -7,7 +7,7 @@ use http::HeaderMap;
 
 use crate::{
     BodyChunk, CacheLookup, Events, Flow, ModuleContext, RequestHead, ResponseHead, Settings,
-    SettingsError, Txn, WholeBody,
+    SettingsError, TunnelChunk, Txn, WholeBody,
 };
 
 /// A timer a module asks for: the engine calls [`Module::on_timer`] with its id.
@@ -192,6 +192,40 @@ pub trait Module: Send + Sync + 'static {
         trailers: &'a mut HeaderMap,
     ) -> Flow<'a> {
         let _ = (txn, trailers);
+        Flow::Continue
+    }
+
+    /// Bytes through the tunnel the transaction opened (a CONNECT, or a protocol
+    /// switch such as a WebSocket), each read from either side before it is written
+    /// to the other. [`Flow::Wait`] holds them back (and that direction of the
+    /// tunnel with them): bandwidth shaping, as the `clients` module does.
+    /// [`Flow::Respond`] closes the tunnel: no response can be sent any more.
+    ///
+    /// ```
+    /// use weir_api::{Flow, Module, TunnelChunk, TunnelDirection, Txn};
+    ///
+    /// /// Notes in the access log whether a tunnel's first bytes were a TLS handshake.
+    /// struct SeesTls;
+    ///
+    /// impl Module for SeesTls {
+    ///     fn name(&self) -> &str {
+    ///         "sees-tls"
+    ///     }
+    ///     fn events(&self) -> weir_api::Events {
+    ///         weir_api::Events::of(&[weir_api::Event::TunnelData])
+    ///     }
+    ///     fn on_tunnel_data<'a>(&'a self, txn: &'a mut Txn, chunk: &'a mut TunnelChunk) -> Flow<'a> {
+    ///         if chunk.direction == TunnelDirection::ToServer && txn.state_ref::<bool>().is_none() {
+    ///             *txn.state::<bool>() = true;
+    ///             let tls = chunk.data.first() == Some(&0x16);
+    ///             txn.log_field("tls", if tls { "yes" } else { "no" });
+    ///         }
+    ///         Flow::Continue
+    ///     }
+    /// }
+    /// ```
+    fn on_tunnel_data<'a>(&'a self, txn: &'a mut Txn, chunk: &'a mut TunnelChunk) -> Flow<'a> {
+        let _ = (txn, chunk);
         Flow::Continue
     }
 

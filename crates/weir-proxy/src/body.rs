@@ -127,6 +127,11 @@ impl ProxyBody {
         }
     }
 
+    /// Whether this is the empty body of a response that opens a tunnel.
+    pub(crate) fn opens_tunnel(&self) -> bool {
+        matches!(self.kind, Kind::Tunnel(_))
+    }
+
     /// Whether the body is held whole (or empty): it then ends itself as its one frame
     /// is taken, so its completion needs no declared length.
     pub(crate) fn is_whole(&self) -> bool {

@@ -56,6 +56,11 @@ macro_rules! deliver {
                 break 'deliver None;
             };
             let Some(data) = response.body_mut().in_memory() else {
+                if response.body().opens_tunnel() {
+                    // No body: the tunnel's bytes go through `TunnelData`, and its
+                    // record must reach the tunnel, not a wrapper that ends at once.
+                    break 'deliver None;
+                }
                 break 'deliver Some(d::stream(engine, txn, response, events));
             };
             if std::ptr::eq(events, d::TRAILERS) {

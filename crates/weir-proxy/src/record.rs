@@ -166,6 +166,33 @@ impl TunnelRecord {
     pub(crate) fn keep(&self, record: Box<TxnRecord>) {
         *self.record.lock().unwrap_or_else(|e| e.into_inner()) = Some(record);
     }
+
+    /// Lends the relay the transaction's module context when its chain wants
+    /// `event`; [`TunnelRecord::give_back`] returns it before the record completes.
+    pub(crate) fn lend_txn(&self, event: weir_api::Event) -> Option<ModTxn> {
+        let mut record = self.record.lock().unwrap_or_else(|e| e.into_inner());
+        let r = record.as_mut()?;
+        if let Some(slot) = r.shared.take() {
+            r.txn = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        }
+        if r.txn.as_ref()?.wants(event) {
+            r.txn.take()
+        } else {
+            None
+        }
+    }
+
+    /// Returns what [`TunnelRecord::lend_txn`] lent, for the log event.
+    pub(crate) fn give_back(&self, txn: ModTxn) {
+        if let Some(r) = self
+            .record
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+        {
+            r.txn = Some(txn);
+        }
+    }
 }
 
 impl Drop for TunnelRecord {

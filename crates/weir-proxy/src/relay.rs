@@ -2,7 +2,10 @@
 //! between the client's connection and the server's in a task of their own, until
 //! either side closes or neither has sent anything for `[timeouts] tunnel_idle` (as
 //! Squid's `read_timeout` and HAProxy's `timeout tunnel`: a peer that vanished without
-//! closing would otherwise hold both connections for ever).
+//! closing would otherwise hold both connections for ever). Through the modules when
+//! the transaction's chain asks for the tunnel's bytes (`modules`).
+
+mod modules;
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,6 +15,7 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
+use weir_api::Event;
 
 use crate::body::{ClientTunnel, ProxyBody};
 use crate::engine::Engine;
@@ -58,12 +62,27 @@ where
             heard: &heard,
             bytes: &record.down,
         };
+        // Lent only now: the record reaches the tunnel with the response that accepted it.
+        let lent = record
+            .lend_txn(Event::TunnelData)
+            .map(tokio::sync::Mutex::new);
+        let relayed = async {
+            match &lent {
+                Some(txn) => modules::relay(&mut client, &mut server, txn, &metrics).await,
+                None => {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            }
+        };
         tokio::select! {
-            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+            () = relayed => {}
             () = heard.silent_for(idle) => {
                 tracing::debug!("{what} closed: nothing either way for {idle:?}");
                 metrics.tunnel_idle_closed();
             }
+        }
+        if let Some(txn) = lent {
+            record.give_back(txn.into_inner());
         }
     });
     body

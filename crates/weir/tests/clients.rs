@@ -303,6 +303,45 @@ async fn bandwidth_shaping_holds_a_client_to_its_rate() {
     assert!(e["shaped_ms"].as_u64().unwrap() >= 1500, "{e}");
 }
 
+/// Squid's delay pools slow CONNECT tunnels too: on a forward proxy, HTTPS is most of
+/// what clients receive. What the server sends through the tunnel is shaped; the
+/// tunnel's bytes are counted when it closes.
+#[tokio::test]
+async fn bandwidth_shaping_slows_a_tunnel_to_the_clients_rate() {
+    let echo = EchoServer::start();
+    let proxy = Proxy::builder()
+        .forward()
+        .connect_ports(&[echo.port()])
+        .raw("[[module]]\nname = \"clients\"\nbandwidth = \"100KiB\"\n")
+        .start();
+    let (forward, port) = (proxy.forward_addr(), echo.port());
+    let took = tokio::task::spawn_blocking(move || {
+        let mut conn = RawConn::connect(forward);
+        conn.send(
+            format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n")
+                .as_bytes(),
+        );
+        assert_eq!(conn.read_head().expect("CONNECT response").status, 200);
+        let started = Instant::now();
+        // 200 KiB each way, 50 KiB at a time; only the echo's way back is shaped.
+        let piece = vec![b't'; 50 * 1024];
+        for _ in 0..4 {
+            conn.send(&piece);
+            assert_eq!(conn.read_bytes(piece.len()).expect("the echo"), piece);
+        }
+        started.elapsed()
+    })
+    .await
+    .unwrap();
+    // 200 KiB at 100 KiB/s, less the 10 KiB bucket: about 1.9 s.
+    assert!(took >= Duration::from_millis(1500), "{took:?}");
+    assert!(took <= Duration::from_secs(6), "{took:?}");
+    // Counted when the tunnel closed, with its bytes.
+    let e = client_entry(&proxy, "127.0.0.1", 1).await;
+    assert!(e["shaped_ms"].as_u64().unwrap() >= 1500, "{e}");
+    assert_eq!(e["bytes_out"].as_u64(), Some(200 * 1024), "{e}");
+}
+
 #[test]
 fn check_names_file_line_and_key_of_a_bad_limit() {
     let message = check_module_error(

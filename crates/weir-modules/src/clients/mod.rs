@@ -7,7 +7,8 @@
 //! bounded tables the statistics keep, and each refusal is itself a statistic, so one
 //! lock per request serves both. Memory is bounded by `top` entries per table
 //! (Space-Saving, see `table`), whatever the number of clients. Without limits the
-//! module only counts (the log event); without `bandwidth` it never sees a body.
+//! module only counts (the log event); without `bandwidth` it never sees a body nor a
+//! tunnel's bytes.
 //!
 //! Its report is published at `/admin/modules/clients` (JSON) and in `/metrics`.
 //! Configure it after `access`, which names the user.
@@ -26,7 +27,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use weir_api::http::{HeaderValue, StatusCode};
 use weir_api::{
     AdminReport, BodyChunk, Counter, Decision, Event, Events, Flow, Module, ModuleContext,
-    ModuleFactory, Outcome, Reply, RequestHead, Settings, SettingsError, Txn,
+    ModuleFactory, Outcome, Reply, RequestHead, Settings, SettingsError, TunnelChunk,
+    TunnelDirection, Txn,
 };
 
 use limits::LimitState;
@@ -55,7 +57,9 @@ impl ModuleFactory for ClientsFactory {
             events.push(Event::RequestHeaders);
         }
         if config.bandwidth.is_some() {
-            events.push(Event::DeliverBody);
+            // Tunnels too: on a forward proxy, HTTPS is most of what clients receive
+            // (Squid's delay pools slow CONNECT tunnels as well).
+            events.extend([Event::DeliverBody, Event::TunnelData]);
         }
         let counter = |name: &str, help: &str| context.counter(&format!("{NAME}_{name}"), help);
         let totals = Totals {
@@ -68,7 +72,7 @@ impl ModuleFactory for ClientsFactory {
             ),
             shaped_ms: counter(
                 "shaped_milliseconds",
-                "Milliseconds bandwidth shaping held back response bodies",
+                "Milliseconds bandwidth shaping held back response bodies and tunnels",
             ),
         };
         let shared = Arc::new(Shared {
@@ -193,6 +197,32 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// Holds back `len` bytes on their way to the client, as long as the bandwidth
+    /// asks (at most `MAX_HOLD`).
+    fn shape(&self, txn: &Txn, len: usize) -> Flow<'static> {
+        let Some((rate, burst)) = self.config.bandwidth else {
+            return Flow::Continue;
+        };
+        if len == 0 {
+            return Flow::Continue;
+        }
+        let delay = self.with_limited(txn, |figures, state| {
+            let delay = state.shape(len, rate, burst, Instant::now()).min(MAX_HOLD);
+            figures.shaped_ms += delay.as_millis() as u64;
+            delay
+        });
+        if delay < Duration::from_millis(1) {
+            return Flow::Continue;
+        }
+        self.totals.shaped_ms.add(delay.as_millis() as u64);
+        Flow::wait(async move {
+            tokio::time::sleep(delay).await;
+            Decision::Continue
+        })
+    }
+}
+
 fn refuse(refusal: Refusal) -> Reply {
     let (text, retry_after) = match refusal {
         Refusal::Rate { retry_after } => (
@@ -254,28 +284,14 @@ impl Module for Clients {
     }
 
     fn on_deliver_body<'a>(&'a self, txn: &'a mut Txn, chunk: &'a mut BodyChunk) -> Flow<'a> {
-        let shared = &*self.shared;
-        let Some((rate, burst)) = shared.config.bandwidth else {
-            return Flow::Continue;
-        };
-        if chunk.data.is_empty() {
-            return Flow::Continue;
+        self.shared.shape(txn, chunk.data.len())
+    }
+
+    fn on_tunnel_data<'a>(&'a self, txn: &'a mut Txn, chunk: &'a mut TunnelChunk) -> Flow<'a> {
+        match chunk.direction {
+            TunnelDirection::ToClient => self.shared.shape(txn, chunk.data.len()),
+            TunnelDirection::ToServer => Flow::Continue,
         }
-        let delay = shared.with_limited(txn, |figures, state| {
-            let delay = state
-                .shape(chunk.data.len(), rate, burst, Instant::now())
-                .min(MAX_HOLD);
-            figures.shaped_ms += delay.as_millis() as u64;
-            delay
-        });
-        if delay < Duration::from_millis(1) {
-            return Flow::Continue;
-        }
-        shared.totals.shaped_ms.add(delay.as_millis() as u64);
-        Flow::wait(async move {
-            tokio::time::sleep(delay).await;
-            Decision::Continue
-        })
     }
 
     fn on_log(&self, txn: &Txn) {

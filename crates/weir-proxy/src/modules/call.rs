@@ -2,7 +2,9 @@
 //! own, kept apart from the chain that calls through it.
 
 use weir_api::http::HeaderMap;
-use weir_api::{BodyChunk, CacheLookup, Flow, Module, RequestHead, ResponseHead, Txn, WholeBody};
+use weir_api::{
+    BodyChunk, CacheLookup, Flow, Module, RequestHead, ResponseHead, TunnelChunk, Txn, WholeBody,
+};
 
 // Each is `inline(always)` so that, once `ModuleChain::call` is inlined, the module's
 // callback is called directly rather than through this function's pointer.
@@ -66,4 +68,8 @@ pub fn request_trailers<'a>(m: &'a dyn Module, t: &'a mut Txn, h: &'a mut Header
 #[inline(always)]
 pub fn response_trailers<'a>(m: &'a dyn Module, t: &'a mut Txn, h: &'a mut HeaderMap) -> Flow<'a> {
     m.on_response_trailers(t, h)
+}
+#[inline(always)]
+pub fn tunnel_data<'a>(m: &'a dyn Module, t: &'a mut Txn, c: &'a mut TunnelChunk) -> Flow<'a> {
+    m.on_tunnel_data(t, c)
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use weir_api::{BodyChunk, Events, Flow, Module, RequestHead, ResponseHead, Txn};
+use weir_api::{BodyChunk, Events, Flow, Module, RequestHead, ResponseHead, TunnelChunk, Txn};
 
 /// Shares a module with the engine while the test reads its counters.
 pub struct Shared<M>(pub Arc<M>);
@@ -22,6 +22,9 @@ impl<M: Module> Module for Shared<M> {
     }
     fn on_response_body<'a>(&'a self, txn: &'a mut Txn, c: &'a mut BodyChunk) -> Flow<'a> {
         self.0.on_response_body(txn, c)
+    }
+    fn on_tunnel_data<'a>(&'a self, txn: &'a mut Txn, c: &'a mut TunnelChunk) -> Flow<'a> {
+        self.0.on_tunnel_data(txn, c)
     }
     fn on_log(&self, txn: &Txn) {
         self.0.on_log(txn)

@@ -15,4 +15,5 @@ mod panics;
 mod state;
 mod steering;
 mod trailers;
+mod tunnels;
 mod waiting;
