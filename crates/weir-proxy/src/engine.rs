@@ -15,6 +15,7 @@ use crate::flight::FlightHead;
 use crate::hooks::budget::HeldBudget;
 use crate::metrics::Metrics;
 use crate::modules::txn::ListenerChains;
+use crate::open_tunnels::OpenTunnels;
 use crate::refresh::RefreshRules;
 use crate::upstream::Upstream;
 
@@ -31,6 +32,8 @@ pub(crate) struct Engine {
     pub client_body_idle: std::time::Duration,
     /// `[timeouts] tunnel_idle`.
     pub tunnel_idle: std::time::Duration,
+    /// The tunnels open on every listener, which a shutdown waits for, then closes.
+    pub tunnels: Arc<OpenTunnels>,
     /// `[limits] module_body_total`, shared by every listener.
     pub held: Arc<HeldBudget>,
     /// The modules of this listener and its routes; a reload swaps them, transactions

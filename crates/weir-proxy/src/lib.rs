@@ -29,6 +29,7 @@ mod interim;
 mod listener;
 pub mod metrics;
 mod modules;
+mod open_tunnels;
 mod purge;
 mod record;
 mod refresh;

@@ -39,6 +39,7 @@ where
 {
     let idle = engine.tunnel_idle;
     let metrics = engine.metrics.clone();
+    let tunnels = engine.tunnels.clone();
     let record = Arc::new(TunnelRecord::default());
     let body = ProxyBody::tunnel(record.clone());
     tokio::spawn(async move {
@@ -49,6 +50,9 @@ where
                 return;
             }
         };
+        // Counted before the record, so that it is dropped after it: a stopping proxy
+        // that sees no tunnel open has their log lines.
+        let counted = tunnels.opened();
         let _open = metrics.tunnel_opened();
         record.joined.store(true, Ordering::Relaxed);
         let heard = Heard::new();
@@ -80,10 +84,17 @@ where
                 tracing::debug!("{what} closed: nothing either way for {idle:?}");
                 metrics.tunnel_idle_closed();
             }
+            () = tunnels.closing() => {
+                tracing::debug!("{what} closed: the proxy is stopping");
+            }
         }
         if let Some(txn) = lent {
             record.give_back(txn.into_inner());
         }
+        // The last holder completes the record: the tunnel is logged before it is
+        // counted closed.
+        drop(record);
+        drop(counted);
     });
     body
 }

@@ -25,6 +25,7 @@ pub use crate::admin::ReloadRequest;
 use crate::config::{Config, ConfigError, ListenMode};
 use crate::listener::tls::TlsListener;
 use crate::metrics::Metrics;
+use crate::open_tunnels::OpenTunnels;
 use crate::route::Router;
 use crate::service::{Engine, ListenerInfo};
 use crate::upstream::Upstream;
@@ -53,6 +54,7 @@ pub struct Server {
     admin_task: Option<JoinHandle<()>>,
     stop: watch::Sender<bool>,
     connections: Arc<ConnectionCount>,
+    tunnels: Arc<OpenTunnels>,
     workers: Arc<Workers>,
     grace: Duration,
     addrs: Vec<SocketAddr>,
@@ -136,6 +138,7 @@ impl Server {
         let held = Arc::new(crate::hooks::HeldBudget::new(
             config.limits.module_body_total.0,
         ));
+        let tunnels = Arc::new(OpenTunnels::default());
         let engine_for = |modules| {
             Arc::new(Engine {
                 cache: cache.clone(),
@@ -147,6 +150,7 @@ impl Server {
                 connect_timeout: config.timeouts.connect.0,
                 client_body_idle: config.timeouts.client_body_idle.0,
                 tunnel_idle: config.timeouts.tunnel_idle.0,
+                tunnels: tunnels.clone(),
                 held: held.clone(),
                 modules: arc_swap::ArcSwap::new(modules),
                 refresh: refresh.clone(),
@@ -296,6 +300,7 @@ impl Server {
             admin_task,
             stop,
             connections,
+            tunnels,
             workers,
             grace: config.timeouts.shutdown_grace.0,
             addrs,
@@ -353,8 +358,8 @@ impl Server {
         &self.addrs
     }
 
-    /// Stops accepting, lets transactions in flight finish within the grace period,
-    /// then returns.
+    /// Stops accepting, lets transactions in flight (and tunnels open) finish within
+    /// the grace period, closes the tunnels still open (logging them), then returns.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         for t in &self.accept_tasks {
@@ -363,19 +368,31 @@ impl Server {
         let deadline = tokio::time::Instant::now() + self.grace;
         loop {
             let closed = self.connections.closed.notified();
-            tokio::pin!(closed);
+            let tunnel_closed = self.tunnels.closed();
+            tokio::pin!(closed, tunnel_closed);
             closed.as_mut().enable();
-            if self.connections.open.load(Ordering::Acquire) == 0 {
+            tunnel_closed.as_mut().enable();
+            let open = self.connections.open.load(Ordering::Acquire);
+            let tunnels = self.tunnels.count();
+            if open == 0 && tunnels == 0 {
                 break;
             }
-            if tokio::time::timeout_at(deadline, closed).await.is_err() {
+            let either = async {
+                tokio::select! {
+                    () = closed => {}
+                    () = tunnel_closed => {}
+                }
+            };
+            if tokio::time::timeout_at(deadline, either).await.is_err() {
                 tracing::warn!(
-                    open = self.connections.open.load(Ordering::Acquire),
-                    "grace period over; closing remaining connections"
+                    open,
+                    tunnels,
+                    "grace period over; closing remaining connections and tunnels"
                 );
                 break;
             }
         }
+        self.close_tunnels().await;
         if let Some(t) = &self.admin_task {
             t.abort();
         }
@@ -389,6 +406,34 @@ impl Server {
             c.cluster.leave().await;
         }
         self.workers.stop();
+    }
+}
+
+impl Server {
+    /// Closes the tunnels still open and waits (briefly) until each has closed, so
+    /// that they are logged before the access log's last flush.
+    async fn close_tunnels(&self) {
+        self.tunnels.close_all();
+        let all_closed = async {
+            loop {
+                let closed = self.tunnels.closed();
+                tokio::pin!(closed);
+                closed.as_mut().enable();
+                if self.tunnels.count() == 0 {
+                    return;
+                }
+                closed.await;
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(1), all_closed)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                tunnels = self.tunnels.count(),
+                "tunnels did not close within 1 s of being told to"
+            );
+        }
     }
 }
 

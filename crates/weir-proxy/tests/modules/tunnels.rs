@@ -149,3 +149,36 @@ async fn a_tunnels_bytes_go_through_the_modules_that_ask_and_one_may_close_it() 
     assert_eq!(*watch.logged.lock().unwrap(), vec![(200, 17, 12)]);
     weir.stop().await;
 }
+
+/// A tunnel still open when the proxy stops is waited for within the grace period
+/// (`shutdown_grace = "1s"` here), as client connections are, then closed, and its
+/// transaction is logged before the shutdown returns.
+#[tokio::test]
+async fn a_stopping_proxy_waits_for_an_open_tunnel_then_closes_and_logs_it() {
+    let origin = TestOrigin::start();
+    let (port, _) = echo_server().await;
+    let watch = Arc::new(Watch::default());
+    let weir = Setup::new(&origin)
+        .module("watch", Shared(watch.clone()))
+        .extra(forward_listener(port))
+        .start()
+        .await;
+    let mut conn = tunnel_to(weir.addrs[1], port).await;
+    conn.write_all(b"still here").await.unwrap();
+    let mut back = [0u8; 10];
+    conn.read_exact(&mut back).await.unwrap();
+    assert_eq!(&back, b"STILL HERE");
+
+    let started = std::time::Instant::now();
+    weir.stop().await;
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(900),
+        "{took:?}: the tunnel had its grace period"
+    );
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    assert_eq!(*watch.logged.lock().unwrap(), vec![(200, 10, 10)]);
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(2), conn.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "the client's side of the tunnel was closed");
+}

@@ -209,6 +209,44 @@ fn a_silent_tunnel_is_closed_after_tunnel_idle() {
     assert_eq!(gauge(&proxy, "weir_bytes_out_total"), Some(12.0));
 }
 
+/// A tunnel still open at SIGTERM has the grace period, as Squid's
+/// `shutdown_lifetime` gives open connections; then it is closed, and its line is in
+/// the access log when the process has exited (written when a tunnel ends, it was
+/// lost with the worker threads before).
+#[test]
+fn a_tunnel_open_at_sigterm_is_closed_after_the_grace_and_logged() {
+    let echo = EchoServer::start();
+    let mut proxy = Proxy::builder()
+        .forward()
+        .connect_ports(&[echo.port()])
+        .option("timeouts", "shutdown_grace", "1s")
+        .access_log("squid")
+        .start();
+    let mut conn = tunnel_to(&proxy, echo.port());
+    conn.send(b"hello");
+    assert_eq!(conn.read_bytes(5).expect("echoed"), b"hello");
+    let signalled = Instant::now();
+    proxy.terminate();
+    let status = proxy
+        .wait_exit(Duration::from_secs(8))
+        .expect("weir exits after the grace period");
+    let took = signalled.elapsed();
+    assert_eq!(status.code(), Some(0), "{status}");
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    let end = conn.read_bytes(1).expect_err("the tunnel is closed");
+    assert_eq!(end.kind(), std::io::ErrorKind::UnexpectedEof, "{end}");
+    let log = std::fs::read_to_string(proxy.access_log_path()).unwrap_or_default();
+    let line = log
+        .lines()
+        .find(|l| l.contains(" CONNECT "))
+        .unwrap_or_else(|| panic!("no CONNECT line in {log:?}"));
+    let f: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!((f[3], f[4]), ("TCP_TUNNEL/200", "5"), "{line}");
+}
+
 /// The same over HTTP/2 (RFC 9113 §8.5): the tunnel is one stream's DATA frames.
 #[tokio::test]
 async fn connect_tunnel_over_http2_relays_bytes_both_ways() {
