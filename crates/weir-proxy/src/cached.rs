@@ -32,6 +32,7 @@ mod fetch_outcomes;
 mod fill;
 mod hit;
 mod keep;
+pub(crate) mod overrides;
 pub(crate) mod part;
 mod post;
 pub(crate) mod range;

@@ -387,9 +387,16 @@ fn transact<'a>(
         if !skip_cache && parts.method == Method::POST {
             let key = crate::cached::key_for(&target, txn);
             let rewrite = txn.as_ref().is_some_and(|t| t.wants(Event::ResponseBody));
-            served =
-                crate::cached::store_post_response(engine, &parts, &target, key, rewrite, served)
-                    .await;
+            served = crate::cached::store_post_response(
+                engine,
+                &parts,
+                &target,
+                key,
+                crate::cached::overrides::of(txn.as_ref()),
+                rewrite,
+                served,
+            )
+            .await;
         }
         if let Some((key, ticket)) = range_miss {
             served = range_all::after_range_miss(engine, key, ticket, &parts, &target, txn, served)

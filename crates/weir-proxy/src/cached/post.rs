@@ -10,8 +10,10 @@ use std::time::SystemTime;
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Method, Response, StatusCode};
+use weir_api::CacheOverrides;
 use weir_cache::{CacheKey, CachedObject, StoragePolicy};
 
+use super::overrides;
 use crate::body::{BodySource, ProxyBody};
 use crate::engine::Engine;
 use crate::headers;
@@ -22,16 +24,21 @@ use crate::target::Target;
 /// after reading its body (at most the memory tier's largest object, within the fill
 /// budget); the client gets the same response either way. Not when modules rewrite
 /// the body as it is delivered (`modules_rewrite`): the stored body would differ from
-/// what this client got.
+/// what this client got; nor when they asked to skip the cache. Their time to live
+/// and tags apply (`overrides`).
 pub(crate) async fn store_post_response(
     engine: &Arc<Engine>,
     parts: &request::Parts,
     target: &Target,
     key: CacheKey,
+    overrides: Option<&CacheOverrides>,
     modules_rewrite: bool,
     mut served: Served,
 ) -> Served {
-    if parts.method != Method::POST || !names_target(served.response.headers(), target) {
+    if parts.method != Method::POST
+        || overrides::skipped(overrides)
+        || !names_target(served.response.headers(), target)
+    {
         return served;
     }
     let options = engine.policy_options(target.targeted, key.url());
@@ -52,6 +59,7 @@ pub(crate) async fn store_post_response(
     let (head, body) =
         std::mem::replace(&mut served.response, Response::new(ProxyBody::empty())).into_parts();
     let policy = StoragePolicy::with_options(parts, &head, now, &options);
+    let policy = overrides::policy(overrides, policy, now);
     if !policy.is_worth_storing(now) {
         served.response = Response::from_parts(head, body);
         return served;
@@ -59,6 +67,7 @@ pub(crate) async fn store_post_response(
     let (body, whole) = read_up_to(engine, body, limit).await;
     if let Some(whole) = whole {
         let object = CachedObject::new(head.status, &head.headers, whole, policy);
+        let object = overrides::tagged(overrides, object);
         // Taken now: the POST's own invalidation of the target came before.
         let ticket = engine.cache.ticket();
         if engine.cache.store(&key, parts, object, ticket) {

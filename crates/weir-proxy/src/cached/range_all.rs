@@ -78,7 +78,7 @@ pub(crate) async fn after_range_miss(
             super::part::keep_part(engine, &key, parts, target, ticket, rewrite, served)
         }
         StatusCode::OK
-            if !rewrite && !txn.as_ref().is_some_and(|t| t.txn.cache_overrides().skip) =>
+            if !rewrite && !super::overrides::skipped(super::overrides::of(txn.as_ref())) =>
         {
             keep_whole_answer(engine, key, ticket, parts, target, txn, served).await
         }
@@ -106,6 +106,8 @@ async fn keep_whole_answer(
     let (head, body) =
         std::mem::replace(&mut served.response, Response::new(ProxyBody::empty())).into_parts();
     let policy = StoragePolicy::with_options(&request, &head, now, &options);
+    let overrides = super::overrides::of(txn.as_ref());
+    let policy = super::overrides::policy(overrides, policy, now);
     let length = crate::headers::content_length(&head.headers);
     let storable = policy.is_worth_storing(now);
     match length {
@@ -121,7 +123,8 @@ async fn keep_whole_answer(
         }
     }
     let expected = length.unwrap_or(0) as usize;
-    let mut object = CachedObject::new(StatusCode::OK, &head.headers, Bytes::new(), policy);
+    let object = CachedObject::new(StatusCode::OK, &head.headers, Bytes::new(), policy);
+    let mut object = super::overrides::tagged(overrides, object);
     let cache = engine.cache.clone();
     let body = keep_as_it_passes(engine, body, expected, move |body| {
         object.body = weir_cache::Body::Memory(body);

@@ -2,14 +2,15 @@
 
 use std::time::Duration;
 
-use crate::support::client::is_hit;
+use crate::support::client::{is_hit, send};
 use crate::support::modules::*;
 use crate::support::origin::TestOrigin;
 use crate::support::reply::Reply;
 use weir_api::{Event, Events, Flow, Module, RequestHead, Txn};
 
-/// At request headers: skips the cache for `/skip*`, keeps `/ttl*` for 60 s, and
-/// makes the `x-variant` request header a variant of the cache key.
+/// At request headers: skips the cache for `/skip*`, keeps `/ttl*` for 60 s, tags
+/// `/ttl*` with `steered`, and makes the `x-variant` request header a variant of the
+/// cache key.
 struct Steer;
 
 impl Module for Steer {
@@ -27,6 +28,7 @@ impl Module for Steer {
         }
         if path(r).starts_with("/ttl") {
             txn.cache().ttl = Some(Duration::from_secs(60));
+            txn.cache().tags.push("steered".into());
         }
         if let Some(v) = r.headers.get("x-variant").and_then(|v| v.to_str().ok()) {
             txn.cache().variant = Some(v.to_string().into());
@@ -92,5 +94,65 @@ async fn a_ttl_override_keeps_a_response_fresh() {
     let r = weir.get("/control").await;
     assert!(!is_hit(&r.cache_status()), "{}", r.cache_status());
     assert_eq!(origin.count("/control"), 2);
+    weir.stop().await;
+}
+
+/// Responses stored in the client's own transaction rather than by a fill, a POST's
+/// answer that names its target and the whole object an origin sent for a range
+/// miss, are kept as the modules asked: their time to live, their tags, or not at all.
+#[tokio::test]
+async fn overrides_apply_to_a_post_answer_and_to_a_whole_answer_to_a_range() {
+    let origin = TestOrigin::start();
+    for path in ["/ttl-form", "/skip-form", "/ttl-whole"] {
+        origin.route(
+            path,
+            Reply::ok(format!("from {path}"))
+                .cc("max-age=1")
+                .header("content-location", path),
+        );
+    }
+    let weir = Setup::new(&origin)
+        .module("steer", Steer)
+        .admin()
+        .start()
+        .await;
+    for path in ["/ttl-form", "/skip-form"] {
+        let r = weir.post(path, b"x").await;
+        assert_eq!(r.text(), format!("from {path}"));
+    }
+    // The origin ignores the range and sends the whole object.
+    let r = weir.get_with("/ttl-whole", &[("range", "bytes=0-3")]).await;
+    assert_eq!(r.status, 200);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Past the origin's max-age=1, within the module's 60 s.
+    for path in ["/ttl-form", "/ttl-whole"] {
+        let r = weir.get(path).await;
+        assert!(is_hit(&r.cache_status()), "{path}: {}", r.cache_status());
+        assert_eq!(r.text(), format!("from {path}"));
+        assert_eq!(origin.count(path), 1, "{path}");
+    }
+    let r = weir.get("/skip-form").await;
+    assert!(!is_hit(&r.cache_status()), "{}", r.cache_status());
+    assert_eq!(
+        origin.count("/skip-form"),
+        2,
+        "the POST's answer was not stored"
+    );
+    // Both carry the module's tag: one purge of it removes both.
+    let admin = weir.admin.unwrap();
+    let purge = send(
+        &weir.client,
+        "POST",
+        &format!("http://{admin}/admin/purge"),
+        &[("content-type", "application/json")],
+        Some(br#"{"tag": "steered"}"#.to_vec()),
+    )
+    .await;
+    assert_eq!(purge.status, 200, "{}", purge.text());
+    for path in ["/ttl-form", "/ttl-whole"] {
+        let r = weir.get(path).await;
+        assert!(!is_hit(&r.cache_status()), "{path}: {}", r.cache_status());
+        assert_eq!(origin.count(path), 2, "{path}");
+    }
     weir.stop().await;
 }
