@@ -1,6 +1,7 @@
 //! What a transaction's modules asked of the cache (`Txn::cache`), applied to a
 //! response stored in the client's own transaction rather than by a fill: a POST's
-//! answer that names its target, the whole object an origin sent for a range miss.
+//! answer that names its target, the whole object an origin sent for a range miss,
+//! the part its 206 carried.
 //! `skip` stores nothing, the time to live replaces the response's freshness, and the
 //! tags go with the object, as a fill applies them from its own transaction
 //! (`fetch.rs`). The variant is already in the key both are stored under.

@@ -6,10 +6,12 @@
 //! request for the whole object the part's storage policy is judged on.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::header;
 use http::{request, StatusCode};
+use weir_api::CacheOverrides;
 use weir_cache::{CacheKey, CachedObject, Part, Ticket};
 
 use super::range::{whole_object, WholeObject};
@@ -24,7 +26,9 @@ use crate::target::Target;
 /// validator, no `Vary`, and caching fields under which the whole object as a 200
 /// would be stored. `rewrite`: modules change the body as it is delivered, so what the
 /// client gets is not the origin's part. `ticket` was taken before the request went
-/// to the origin, so a purge meanwhile keeps the part out.
+/// to the origin, so a purge meanwhile keeps the part out. The modules' cache
+/// overrides apply (`overrides.rs`).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn keep_part(
     engine: &Arc<Engine>,
     key: &CacheKey,
@@ -32,10 +36,14 @@ pub(crate) fn keep_part(
     target: &Target,
     ticket: Ticket,
     rewrite: bool,
+    overrides: Option<&CacheOverrides>,
     mut served: Served,
 ) -> Served {
     let headers = served.response.headers();
-    if rewrite || served.response.status() != StatusCode::PARTIAL_CONTENT {
+    if rewrite
+        || super::overrides::skipped(overrides)
+        || served.response.status() != StatusCode::PARTIAL_CONTENT
+    {
         return served;
     }
     let Some((first, last, length)) = weir_cache::content_range(headers) else {
@@ -57,7 +65,9 @@ pub(crate) fn keep_part(
     else {
         return served;
     };
+    let policy = super::overrides::policy(overrides, policy, SystemTime::now());
     let head = CachedObject::new(StatusCode::OK, &head.headers, Bytes::new(), policy);
+    let head = super::overrides::tagged(overrides, head);
     let (cache, key) = (engine.cache.clone(), key.clone());
     let body = std::mem::replace(served.response.body_mut(), ProxyBody::empty());
     *served.response.body_mut() = keep_as_it_passes(engine, body, expected as usize, move |body| {

@@ -75,7 +75,10 @@ pub(crate) async fn after_range_miss(
         StatusCode::PARTIAL_CONTENT => {
             let partial = served.response.headers();
             fill_after_partial(engine, &key, parts, target, txn, partial).await;
-            super::part::keep_part(engine, &key, parts, target, ticket, rewrite, served)
+            let overrides = super::overrides::of(txn.as_ref());
+            super::part::keep_part(
+                engine, &key, parts, target, ticket, rewrite, overrides, served,
+            )
         }
         StatusCode::OK
             if !rewrite && !super::overrides::skipped(super::overrides::of(txn.as_ref())) =>

@@ -156,3 +156,31 @@ async fn overrides_apply_to_a_post_answer_and_to_a_whole_answer_to_a_range() {
     }
     weir.stop().await;
 }
+
+/// A part kept from the origin's 206 (`range_fill = "parts"`) is kept as the modules
+/// asked too: here for the module's 60 s rather than the origin's one.
+#[tokio::test]
+async fn a_ttl_override_applies_to_a_kept_part() {
+    let origin = TestOrigin::start();
+    origin.route_fn("/ttl-part", |_| {
+        Reply::status(206)
+            .body("0123")
+            .cc("max-age=1")
+            .header("content-range", "bytes 0-3/10")
+            .header("etag", "\"v1\"")
+    });
+    let weir = Setup::new(&origin)
+        .module("steer", Steer)
+        .extra("[cache]\nrange_fill = \"parts\"\n")
+        .start()
+        .await;
+    let range = [("range", "bytes=0-3")];
+    let r = weir.get_with("/ttl-part", &range).await;
+    assert_eq!((r.status.as_u16(), r.text().as_str()), (206, "0123"));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let r = weir.get_with("/ttl-part", &range).await;
+    assert_eq!((r.status.as_u16(), r.text().as_str()), (206, "0123"));
+    assert!(is_hit(&r.cache_status()), "{}", r.cache_status());
+    assert_eq!(origin.count("/ttl-part"), 1);
+    weir.stop().await;
+}
