@@ -286,7 +286,8 @@ fn transact<'a>(
             }
             drop(body);
             // Boxed: rare, and its future would enlarge every request's.
-            return Box::pin(crate::upgrade::serve(engine, parts, target, protocols)).await;
+            let upgrade = crate::upgrade::serve(engine, txn, parts, target, protocols);
+            return Box::pin(upgrade).await;
         }
         match headers::max_forwards(&parts.method, &mut parts.headers) {
             MaxForwards::AnswerHere => return Ok(answer_here(&parts)),

@@ -10,16 +10,19 @@ use std::sync::Arc;
 
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{request, Request, Response, StatusCode, Version};
+use weir_api::Event;
 
 use crate::body::request::RequestBody;
 use crate::engine::Engine;
 use crate::error::ProxyError;
 use crate::forward::{logged_origin, relayed, upstream_error, upstream_request};
 use crate::headers;
+use crate::hooks;
 use crate::metrics::CacheOutcome;
+use crate::modules::txn::ModTxn;
 use crate::served::Served;
 use crate::target::Target;
-use crate::upstream::UpgradeAnswer;
+use crate::upstream::{OriginRequest, UpgradeAnswer};
 
 /// The protocols an HTTP/1.1 request asks to switch to, when it asks: an `Upgrade`
 /// field, and `upgrade` among its `Connection` options (RFC 9110 §7.8).
@@ -33,47 +36,68 @@ pub(crate) fn asked(parts: &request::Parts) -> Option<HeaderValue> {
 }
 
 /// Sends the request that asked for `protocols` to its origin, and joins the
-/// connections if the origin switches.
+/// connections if the origin switches. The modules see the request to the origin
+/// (`UpstreamRequest`) and its answer (`ResponseHeaders`), as on a pass-through; the
+/// switched connection's bytes then go through `TunnelData` when they ask.
 pub(crate) async fn serve(
     engine: &Arc<Engine>,
+    txn: &mut Option<ModTxn>,
     parts: request::Parts,
     target: Target,
     protocols: HeaderValue,
 ) -> Result<Served, ProxyError> {
     let mut req = upstream_request(&parts, &target, RequestBody::Empty, false);
     switching(req.headers_mut(), protocols);
+    let mut req = OriginRequest::from(req);
+    if let Some(reply) = hooks::upstream_request(engine, txn.as_mut(), &mut req).await? {
+        return Ok(Served::module_reply(reply));
+    }
     let answer = engine
         .upstream
-        .upgrade(&target.origin, req.into())
+        .upgrade(&target.origin, req)
         .await
         .map_err(|e| upstream_error(&target.origin, e, engine.limits.max_request_body.0))?;
     let upstream = logged_origin(engine, &target);
-    let (mut headers, origin) = match answer {
+    let cache_status = HeaderValue::from_static("weir; fwd=bypass; detail=upgrade");
+    let (headers, origin) = match answer {
         UpgradeAnswer::Switched(headers, origin) => (headers, origin),
         UpgradeAnswer::Response(response) => {
+            let (mut head, body) = relayed(response).into_parts();
+            let event = Event::ResponseHeaders;
+            if let Some(reply) =
+                hooks::response_headers(engine, txn.as_mut(), event, &mut head).await?
+            {
+                return Ok(Served::module_reply(reply));
+            }
             return Ok(Served {
-                response: relayed(response),
+                response: Response::from_parts(head, body),
                 outcome: CacheOutcome::Bypass,
-                cache_status: HeaderValue::from_static("weir; fwd=bypass; detail=upgrade"),
+                cache_status,
                 upstream,
                 origin_body: true,
-            })
+            });
         }
     };
-    let chosen = headers.get(header::UPGRADE).cloned();
-    headers::remove_hop_by_hop(&mut headers);
+    let mut head = Response::new(()).into_parts().0;
+    head.status = StatusCode::SWITCHING_PROTOCOLS;
+    head.headers = headers;
+    let chosen = head.headers.get(header::UPGRADE).cloned();
+    headers::remove_hop_by_hop(&mut head.headers);
     if let Some(chosen) = chosen {
-        switching(&mut headers, chosen);
+        switching(&mut head.headers, chosen);
     }
-    headers::append_via(&mut headers, Version::HTTP_11);
+    headers::append_via(&mut head.headers, Version::HTTP_11);
+    let event = Event::ResponseHeaders;
+    if let Some(reply) = hooks::response_headers(engine, txn.as_mut(), event, &mut head).await? {
+        // The origin's side of the switched connection closes as it is dropped.
+        return Ok(Served::module_reply(reply));
+    }
     let req = Request::from_parts(parts, ());
-    let mut response = Response::new(crate::relay::join(engine, req, origin, "an upgrade"));
-    *response.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    *response.headers_mut() = headers;
+    let body = crate::relay::join(engine, req, origin, "an upgrade");
     Ok(Served {
-        response,
+        response: Response::from_parts(head, body),
         outcome: CacheOutcome::Tunnel,
-        cache_status: HeaderValue::from_static("weir; fwd=bypass; detail=upgrade"),
+        cache_status,
         upstream,
         origin_body: false,
     })

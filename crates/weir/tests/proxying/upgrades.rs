@@ -150,6 +150,37 @@ fn an_origin_that_does_not_switch_answers_as_usual() {
     );
 }
 
+/// The modules see a switch's request to the origin and its answer, as on a
+/// pass-through (the built-in `add-headers` adds a field at each header event).
+#[test]
+fn modules_see_the_request_to_the_origin_and_its_answer() {
+    let origin = UpgradeOrigin::start();
+    let proxy = Proxy::builder()
+        .reverse(&format!("http://{}", origin.addr))
+        .raw("[[module]]\nname = \"add-headers\"\n")
+        .start();
+    let (mut conn, head) = switched(proxy.reverse_addr());
+    assert_eq!(head.status, 101);
+    // Response headers, then deliver headers.
+    assert_eq!(head.header("x-weir-out-1"), Some("1"));
+    assert_eq!(head.header("x-weir-out-2"), Some("1"));
+    assert_eq!(conn.read_bytes(5).unwrap(), b"hello");
+    conn.send(b"bytes");
+    assert_eq!(conn.read_bytes(5).unwrap(), b"BYTES");
+    // Request headers, then upstream request.
+    let seen = origin.last_head();
+    assert!(seen.contains("\r\nx-weir-in-1: 1\r\n"), "{seen}");
+    assert!(seen.contains("\r\nx-weir-in-2: 1\r\n"), "{seen}");
+    let r = raw_exchange(
+        proxy.reverse_addr(),
+        format!("GET /refused HTTP/1.1\r\nHost: ws.test\r\n{ASK}Connection: close\r\n\r\n")
+            .as_bytes(),
+    );
+    assert_eq!((r.status, r.text().as_str()), (200, "no switch"));
+    assert_eq!(r.header("x-weir-out-1"), Some("1"));
+    assert!(origin.last_head().contains("\r\nx-weir-in-2: 1\r\n"));
+}
+
 #[test]
 fn tunnels_do_not_hold_the_origins_connections() {
     let origin = UpgradeOrigin::start();
