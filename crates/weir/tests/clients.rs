@@ -316,12 +316,7 @@ async fn bandwidth_shaping_slows_a_tunnel_to_the_clients_rate() {
         .start();
     let (forward, port) = (proxy.forward_addr(), echo.port());
     let took = tokio::task::spawn_blocking(move || {
-        let mut conn = RawConn::connect(forward);
-        conn.send(
-            format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n")
-                .as_bytes(),
-        );
-        assert_eq!(conn.read_head().expect("CONNECT response").status, 200);
+        let mut conn = RawConn::tunnel(forward, port);
         let started = Instant::now();
         // 200 KiB each way, 50 KiB at a time; only the echo's way back is shaped.
         let piece = vec![b't'; 50 * 1024];

@@ -112,25 +112,40 @@ async fn tunnel_to(proxy: SocketAddr, port: u16) -> TcpStream {
     conn
 }
 
-#[tokio::test]
-async fn a_tunnels_bytes_go_through_the_modules_that_ask_and_one_may_close_it() {
-    let origin = TestOrigin::start();
+/// A proxy with `Watch` and a tunnel through its forward listener to an echo server:
+/// the module, the tunnel, and the count of bytes the echo server received.
+async fn watched_tunnel(origin: &TestOrigin) -> (Weir, Arc<Watch>, TcpStream, Arc<AtomicUsize>) {
     let (port, received) = echo_server().await;
     let watch = Arc::new(Watch::default());
-    let weir = Setup::new(&origin)
+    let weir = Setup::new(origin)
         .module("watch", Shared(watch.clone()))
         .extra(forward_listener(port))
         .start()
         .await;
-    let mut conn = tunnel_to(weir.addrs[1], port).await;
-    conn.write_all(b"hello tunnel").await.unwrap();
-    let mut back = [0u8; 12];
+    let conn = tunnel_to(weir.addrs[1], port).await;
+    (weir, watch, conn, received)
+}
+
+/// Sends `msg` through the tunnel and returns as many bytes as came back.
+async fn round_trip(conn: &mut TcpStream, msg: &[u8]) -> Vec<u8> {
+    conn.write_all(msg).await.unwrap();
+    let mut back = vec![0u8; msg.len()];
     tokio::time::timeout(Duration::from_secs(5), conn.read_exact(&mut back))
         .await
         .expect("the echo came back")
         .unwrap();
+    back
+}
+
+#[tokio::test]
+async fn a_tunnels_bytes_go_through_the_modules_that_ask_and_one_may_close_it() {
+    let origin = TestOrigin::start();
+    let (weir, watch, mut conn, received) = watched_tunnel(&origin).await;
     // The server sent what it got; the module changed it on its way to the client.
-    assert_eq!(&back, b"HELLO TUNNEL");
+    assert_eq!(
+        round_trip(&mut conn, b"hello tunnel").await,
+        b"HELLO TUNNEL"
+    );
 
     conn.write_all(b"CLOSE").await.unwrap();
     let mut rest = Vec::new();
@@ -156,18 +171,8 @@ async fn a_tunnels_bytes_go_through_the_modules_that_ask_and_one_may_close_it() 
 #[tokio::test]
 async fn a_stopping_proxy_waits_for_an_open_tunnel_then_closes_and_logs_it() {
     let origin = TestOrigin::start();
-    let (port, _) = echo_server().await;
-    let watch = Arc::new(Watch::default());
-    let weir = Setup::new(&origin)
-        .module("watch", Shared(watch.clone()))
-        .extra(forward_listener(port))
-        .start()
-        .await;
-    let mut conn = tunnel_to(weir.addrs[1], port).await;
-    conn.write_all(b"still here").await.unwrap();
-    let mut back = [0u8; 10];
-    conn.read_exact(&mut back).await.unwrap();
-    assert_eq!(&back, b"STILL HERE");
+    let (weir, watch, mut conn, _) = watched_tunnel(&origin).await;
+    assert_eq!(round_trip(&mut conn, b"still here").await, b"STILL HERE");
 
     let started = std::time::Instant::now();
     weir.stop().await;

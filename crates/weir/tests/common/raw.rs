@@ -71,6 +71,19 @@ impl RawConn {
         })
     }
 
+    /// A connection to the forward listener `proxy` on which a CONNECT to
+    /// `127.0.0.1:port` was answered 200.
+    pub fn tunnel(proxy: SocketAddr, port: u16) -> RawConn {
+        let mut conn = RawConn::connect(proxy);
+        conn.send(
+            format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n")
+                .as_bytes(),
+        );
+        let head = conn.read_head().expect("CONNECT response");
+        assert_eq!(head.status, 200, "CONNECT to an allowed port");
+        conn
+    }
+
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).expect("write to the proxy");
     }

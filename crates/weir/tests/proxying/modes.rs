@@ -126,13 +126,7 @@ fn connect_tunnel_with_curl() {
 /// A connection to the forward listener of `proxy` on which a CONNECT to `port` was
 /// answered 200.
 fn tunnel_to(proxy: &Proxy, port: u16) -> RawConn {
-    let mut conn = RawConn::connect(proxy.forward_addr());
-    conn.send(
-        format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n").as_bytes(),
-    );
-    let head = conn.read_head().expect("CONNECT response");
-    assert_eq!(head.status, 200, "CONNECT to an allowed port");
-    conn
+    RawConn::tunnel(proxy.forward_addr(), port)
 }
 
 #[test]
