@@ -66,11 +66,25 @@ impl OpenTunnels {
     pub(crate) fn close_all(&self) {
         self.closing.send_replace(true);
     }
+
+    /// Returns once no tunnel is open.
+    pub(crate) async fn all_closed(&self) {
+        loop {
+            let closed = self.closed();
+            tokio::pin!(closed);
+            closed.as_mut().enable();
+            if self.count() == 0 {
+                return;
+            }
+            closed.await;
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
 
     #[tokio::test]
     async fn a_tunnel_told_to_close_before_it_listens_still_hears_it() {
@@ -81,11 +95,13 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(1), tunnels.closing())
             .await
             .expect("closing returns at once");
-        let closed = tunnels.closed();
-        tokio::pin!(closed);
-        closed.as_mut().enable();
+        let all_closed = tunnels.all_closed();
+        tokio::pin!(all_closed);
+        let polled =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(all_closed.as_mut().poll(cx)));
+        assert!(polled.await.is_pending(), "a tunnel is still open");
         drop(open);
-        closed.await;
+        all_closed.await;
         assert_eq!(tunnels.count(), 0);
     }
 }

@@ -392,7 +392,19 @@ impl Server {
                 break;
             }
         }
-        self.close_tunnels().await;
+        // Tunnels still open are closed now, and waited for (briefly) until each has
+        // closed, so that they are logged before the access log's last flush.
+        self.tunnels.close_all();
+        let closing = Duration::from_secs(1);
+        if tokio::time::timeout(closing, self.tunnels.all_closed())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                tunnels = self.tunnels.count(),
+                "tunnels did not close within {closing:?} of being told to"
+            );
+        }
         if let Some(t) = &self.admin_task {
             t.abort();
         }
@@ -406,34 +418,6 @@ impl Server {
             c.cluster.leave().await;
         }
         self.workers.stop();
-    }
-}
-
-impl Server {
-    /// Closes the tunnels still open and waits (briefly) until each has closed, so
-    /// that they are logged before the access log's last flush.
-    async fn close_tunnels(&self) {
-        self.tunnels.close_all();
-        let all_closed = async {
-            loop {
-                let closed = self.tunnels.closed();
-                tokio::pin!(closed);
-                closed.as_mut().enable();
-                if self.tunnels.count() == 0 {
-                    return;
-                }
-                closed.await;
-            }
-        };
-        if tokio::time::timeout(Duration::from_secs(1), all_closed)
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                tunnels = self.tunnels.count(),
-                "tunnels did not close within 1 s of being told to"
-            );
-        }
     }
 }
 
