@@ -292,7 +292,17 @@ async fn metrics_expose_the_documented_names_and_move() {
     get(&client, &origin.url("/m-uncached"), &[]).await;
     let dead = format!("http://127.0.0.1:{}/x", free_port());
     assert_eq!(get(&client, &dead, &[]).await.status, 502);
-    let after = proxy.metrics();
+    // A transaction is counted once its last byte is written, which may be just after
+    // the client has read it: wait (bounded) until all four are.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let after = loop {
+        let m = proxy.metrics();
+        let done = metric(&m, "weir_request_duration_seconds_count", &[]).unwrap_or(0.0);
+        if done >= 4.0 || Instant::now() > deadline {
+            break m;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
 
     for name in [
         "weir_requests_total",
