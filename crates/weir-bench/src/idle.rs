@@ -102,7 +102,7 @@ pub fn run(args: Args) -> Result<(), String> {
     })
 }
 
-fn raise_fd_limit(conns: usize) -> Result<(), String> {
+pub fn raise_fd_limit(conns: usize) -> Result<(), String> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).map_err(|e| e.to_string())?;
     if soft < hard {

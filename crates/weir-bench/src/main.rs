@@ -9,6 +9,7 @@ mod modules;
 mod origin;
 mod polymix;
 mod stats;
+mod tunnel;
 mod weir;
 
 use clap::{Parser, Subcommand};
@@ -40,6 +41,9 @@ enum Command {
     /// Idle client connections: open many to a listener, one request on each (HTTP/1.1
     /// or HTTP/2) or none, hold them idle, close them; the proxy's memory meanwhile.
     Idle(idle::Args),
+    /// CONNECT tunnels: MiB relayed per CPU-second of the proxy, its bytes copied
+    /// socket to socket and through a module, two proxies side by side.
+    Tunnel(tunnel::Args),
 }
 
 fn main() {
@@ -49,6 +53,7 @@ fn main() {
         Command::Polymix(args) => polymix::run(args),
         Command::Modules(args) => modules::run(args),
         Command::Idle(args) => idle::run(args),
+        Command::Tunnel(args) => tunnel::run(args),
     };
     if let Err(e) = result {
         eprintln!("weir-bench: {e}");

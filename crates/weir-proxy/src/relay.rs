@@ -2,9 +2,11 @@
 //! between the client's connection and the server's in a task of their own, until
 //! either side closes or neither has sent anything for `[timeouts] tunnel_idle` (as
 //! Squid's `read_timeout` and HAProxy's `timeout tunnel`: a peer that vanished without
-//! closing would otherwise hold both connections for ever). Through the modules when
-//! the transaction's chain asks for the tunnel's bytes (`modules`).
+//! closing would otherwise hold both connections for ever). The bytes are copied with
+//! buffers a waiting tunnel does not hold (`copy`), and go through the modules when
+//! the transaction's chain asks for them (`modules`).
 
+mod copy;
 mod modules;
 
 use std::pin::Pin;
@@ -74,7 +76,9 @@ where
             match &lent {
                 Some(txn) => modules::relay(&mut client, &mut server, txn, &metrics).await,
                 None => {
-                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    if let Err(e) = copy::copy_both_ways(&mut client, &mut server).await {
+                        tracing::debug!("{what} closed: {e}");
+                    }
                 }
             }
         };

@@ -1,21 +1,18 @@
 //! A tunnel's bytes through the modules that asked for [`Event::TunnelData`]: each read
 //! from either side goes through their callbacks before it is written to the other.
-//! Only a tunnel whose chain asks for the event pays for this; the others are relayed
-//! by `tokio::io::copy_bidirectional`, which never looks at their bytes.
+//! Only a tunnel whose chain asks for the event pays for this (a copy of each read, so
+//! that the modules own what they are given); the others are copied straight from
+//! socket to socket (`copy.rs`).
 
 use std::io;
 
-use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::Mutex;
 use weir_api::{Event, TunnelChunk, TunnelDirection};
 
 use crate::metrics::Metrics;
 use crate::modules::txn::ModTxn;
 use crate::modules::{call, run_event, Hook};
-
-/// The most one read takes: the modules see a tunnel in pieces of at most this.
-const READ_SIZE: usize = 16 * 1024;
 
 /// Relays both ways until both sides have closed, either fails, or a module closes
 /// the tunnel. The two directions share `txn`: the callbacks of one (and what they
@@ -63,14 +60,10 @@ where
     W: AsyncWrite + Unpin,
 {
     loop {
-        let mut read = BytesMut::with_capacity(READ_SIZE);
-        if from.read_buf(&mut read).await? == 0 {
+        let Some(data) = super::copy::read_some(from).await? else {
             return to.shutdown().await;
-        }
-        let mut chunk = TunnelChunk {
-            direction,
-            data: read.freeze(),
         };
+        let mut chunk = TunnelChunk { direction, data };
         let decided = {
             let mut held = txn.lock().await;
             let ModTxn { chain, txn } = &mut *held;
