@@ -53,6 +53,21 @@ fn open_file_limit() -> usize {
         .unwrap_or(1024)
 }
 
+/// Waits (at most 10 s) until the `n` `what` held add less than `bound` bytes each to
+/// the proxy's resident memory since it was `before` KiB; panics when they do not.
+fn settles_under(proxy: &Proxy, before: u64, n: usize, bound: u64, what: &str) {
+    let mut each = u64::MAX;
+    let settled = wait_until(Duration::from_secs(10), || {
+        each = proxy.rss_kib().saturating_sub(before) * 1024 / n as u64;
+        each < bound
+    });
+    assert!(
+        settled,
+        "{n} {what} cost {each} bytes each in resident memory (bound {bound})"
+    );
+    eprintln!("{n} {what}: {each} bytes each");
+}
+
 #[test]
 fn idle_keep_alive_connections_cost_little_memory() {
     let origin = TestOrigin::start();
@@ -80,17 +95,7 @@ fn idle_keep_alive_connections_cost_little_memory() {
     // future), then 6 KB (a task sized for HTTP/2's state); waiting, it now keeps about
     // 3.3 KB: its task, its socket's registration and its connection's information.
     // The bound sits below 6 KB, with room for the allocator's noise.
-    const BOUND: u64 = 4_800;
-    let mut per_connection = u64::MAX;
-    let settled = wait_until(Duration::from_secs(10), || {
-        per_connection = proxy.rss_kib().saturating_sub(before) * 1024 / n as u64;
-        per_connection < BOUND
-    });
-    assert!(
-        settled,
-        "{n} idle keep-alive connections cost {per_connection} bytes each in resident memory (bound {BOUND})"
-    );
-    eprintln!("{n} idle keep-alive connections: {per_connection} bytes each");
+    settles_under(&proxy, before, n, 4_800, "idle keep-alive connections");
 
     // A waiting connection still serves its next request, and more after it.
     for conn in held.iter_mut().step_by(97) {
@@ -151,17 +156,7 @@ fn idle_tunnels_cost_little_memory() {
     // With a copy buffer per direction for its whole life (tokio's
     // copy_bidirectional), each cost about 25 KB in a release build; waiting with none,
     // about 8 KB.
-    const BOUND: u64 = 14_000;
-    let mut per_tunnel = u64::MAX;
-    let settled = wait_until(Duration::from_secs(10), || {
-        per_tunnel = proxy.rss_kib().saturating_sub(before) * 1024 / n as u64;
-        per_tunnel < BOUND
-    });
-    assert!(
-        settled,
-        "{n} idle tunnels cost {per_tunnel} bytes each in resident memory (bound {BOUND})"
-    );
-    eprintln!("{n} idle tunnels: {per_tunnel} bytes each");
+    settles_under(&proxy, before, n, 14_000, "idle tunnels");
     // A waiting tunnel still carries bytes both ways.
     for conn in held.iter_mut().step_by(97) {
         conn.send(b"again");

@@ -84,5 +84,8 @@ where
             }
         }
         to.write_all(&chunk.data).await?;
+        // Out now: a TLS or HTTP/2 writer may hold what it was given until flushed,
+        // and the next read may wait long.
+        to.flush().await?;
     }
 }
