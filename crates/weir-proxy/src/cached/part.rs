@@ -26,8 +26,9 @@ use crate::target::Target;
 /// validator, no `Vary`, and caching fields under which the whole object as a 200
 /// would be stored. `rewrite`: modules change the body as it is delivered, so what the
 /// client gets is not the origin's part. `ticket` was taken before the request went
-/// to the origin, so a purge meanwhile keeps the part out. The modules' cache
-/// overrides apply (`overrides.rs`).
+/// to the origin, so a purge meanwhile keeps the part out. The modules' time to live
+/// and tags apply (`overrides.rs`); the caller has checked that they did not ask to
+/// skip the cache.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn keep_part(
     engine: &Arc<Engine>,
@@ -40,10 +41,7 @@ pub(crate) fn keep_part(
     mut served: Served,
 ) -> Served {
     let headers = served.response.headers();
-    if rewrite
-        || super::overrides::skipped(overrides)
-        || served.response.status() != StatusCode::PARTIAL_CONTENT
-    {
+    if rewrite || served.response.status() != StatusCode::PARTIAL_CONTENT {
         return served;
     }
     let Some((first, last, length)) = weir_cache::content_range(headers) else {

@@ -70,6 +70,11 @@ pub(crate) async fn after_range_miss(
     txn: &mut Option<ModTxn>,
     served: Served,
 ) -> Served {
+    if super::overrides::skipped(super::overrides::of(txn.as_ref())) {
+        // A module asked that nothing of this be stored: not the part, not a whole
+        // answer, and no whole object fetched for them.
+        return served;
+    }
     let rewrite = txn.as_ref().is_some_and(|t| t.wants(Event::ResponseBody));
     match served.response.status() {
         StatusCode::PARTIAL_CONTENT => {
@@ -80,9 +85,7 @@ pub(crate) async fn after_range_miss(
                 engine, &key, parts, target, ticket, rewrite, overrides, served,
             )
         }
-        StatusCode::OK
-            if !rewrite && !super::overrides::skipped(super::overrides::of(txn.as_ref())) =>
-        {
+        StatusCode::OK if !rewrite => {
             keep_whole_answer(engine, key, ticket, parts, target, txn, served).await
         }
         _ => served,
